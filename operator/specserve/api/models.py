@@ -1,0 +1,384 @@
+"""The SpecServe API (specserve.io/v1alpha1): pydantic models, the one source of truth.
+
+The CRD's openAPIV3Schema is generated from these models (see `crd.py`), and the operator and the
+`specserve render` command parse objects with them, so Kubernetes and the operator agree on what is valid.
+Field names are camelCase on the wire (aliases) and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from specserve.versions import DEFAULT_VERSION, RELEASES
+
+GROUP = "specserve.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "SpecServe"
+PLURAL = "specserves"
+SINGULAR = "specserve"
+SHORT_NAMES = ["ss", "specsrv"]
+CATEGORIES = ["specserve", "ml"]
+
+# Kubernetes resource.Quantity, as the apimachinery regex accepts it.
+QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTPE]*[-+]?[0-9]*)$"
+# RFC 1123 label (names of Kubernetes objects we point at).
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
+ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
+
+SGLangVersion = Literal[tuple(RELEASES)]  # type: ignore[valid-type]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class Strategy(StrEnum):
+    """How SpecServe reacts when load crosses the crossover."""
+
+    TRAFFIC_SPLIT = "TrafficSplit"  # two permanent pools; the HTTPRoute weights move
+    RESTART = "Restart"  # one pool; pods restart with or without speculation
+    ADAPTIVE = "Adaptive"  # one pool running SGLang's in-engine adaptive speculation
+
+
+class Mode(StrEnum):
+    SPECULATIVE = "Speculative"
+    BASELINE = "Baseline"
+
+
+class Algorithm(StrEnum):
+    EAGLE3 = "EAGLE3"
+    EAGLE = "EAGLE"
+    NEXTN = "NEXTN"
+    STANDALONE = "STANDALONE"
+    NGRAM = "NGRAM"
+
+
+
+
+# ----------------------------------------------------------------------------------------------------- model
+
+
+class ModelCache(Model):
+    """Where model weights live on the node; exactly one of pvcName and hostPath."""
+
+    pvc_name: ObjectName | None = Field(default=None, description="A PersistentVolumeClaim holding the weights.")
+    host_path: str | None = Field(
+        default=None, pattern=r"^/", description="A directory on the node holding the weights."
+    )
+    mount_path: str = Field(default="/models", pattern=r"^/", description="Where the cache is mounted in pods.")
+    read_only: bool = Field(default=False, description="Mount the cache read-only.")
+
+
+class SecretKeyRef(Model):
+    name: ObjectName = Field(description="Secret name in the SpecServe's namespace.")
+    key: str = Field(default="token", min_length=1, description="Key in the Secret.")
+
+
+class ModelSpec(Model):
+    path: str = Field(min_length=1, description="Model path in the cache or Hugging Face hub id.")
+    served_name: str | None = Field(
+        default=None, min_length=1, description="Name clients ask for (--served-model-name)."
+    )
+    revision: str | None = Field(default=None, min_length=1, description="Hub revision (branch, tag or commit).")
+    cache: ModelCache | None = Field(default=None, description="Volume that holds model weights.")
+    hf_token_secret: SecretKeyRef | None = Field(
+        default=None, description="Secret with a Hugging Face token, exposed as HF_TOKEN."
+    )
+
+
+# ----------------------------------------------------------------------------------------------- speculative
+
+AdaptiveConfig = dict[
+    Annotated[str, Field(pattern=r"^[0-9]+$")],
+    Annotated[list[Annotated[int, Field(ge=0, le=32)]], Field(min_length=1, max_length=16)],
+]
+
+
+class SpeculativeSpec(Model):
+    algorithm: Algorithm = Field(default=Algorithm.EAGLE3, description="--speculative-algorithm.")
+    draft_model_path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="--speculative-draft-model-path; required for EAGLE3, EAGLE and STANDALONE.",
+    )
+    num_steps: int = Field(default=3, ge=1, le=32, description="--speculative-num-steps.")
+    eagle_topk: int = Field(default=1, ge=1, le=16, description="--speculative-eagle-topk.")
+    num_draft_tokens: int | None = Field(
+        default=None,
+        ge=2,
+        le=256,
+        description="--speculative-num-draft-tokens; with eagleTopk 1 it must be numSteps + 1 (the default).",
+    )
+    adaptive_config: AdaptiveConfig | None = Field(
+        default=None,
+        description=(
+            "Adaptive strategy only: batch-size key -> candidate steps (0 = drafting off), as "
+            "--speculative-adaptive-config. `specserve calibrate` computes it; unset uses the crossover."
+        ),
+    )
+
+    def draft_tokens(self) -> int | None:
+        """The draft-token count to render; None leaves SGLang's automatic choice."""
+        if self.num_draft_tokens is not None:
+            return self.num_draft_tokens
+        if self.eagle_topk == 1 and self.algorithm != Algorithm.NGRAM:
+            return self.num_steps + 1
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------- engine
+
+
+class EnvVar(Model):
+    name: str = Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)
+    value: str = Field(default="", max_length=32768)
+
+
+class ResourceList(Model):
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    ephemeral_storage: Quantity | None = Field(default=None, alias="ephemeral-storage")
+
+
+class Resources(Model):
+    requests: ResourceList = Field(default_factory=ResourceList)
+    limits: ResourceList = Field(default_factory=ResourceList)
+
+
+AttentionBackend = Literal[
+    "flashinfer", "triton", "fa3", "fa4", "flashmla", "cutlass_mla", "trtllm_mha", "trtllm_mla", "torch_native"
+]
+
+
+class EngineSpec(Model):
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="SGLang image; defaults to SpecServe's CUDA 13 image for sglangVersion.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    sglang_version: SGLangVersion = Field(  # type: ignore[valid-type]
+        default=DEFAULT_VERSION, description="SGLang release in the image; decides the flags rendered."
+    )
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64, description="--tp-size.")
+    mem_fraction_static: float | None = Field(default=None, gt=0, lt=1, description="--mem-fraction-static.")
+    max_running_requests: int | None = Field(default=None, ge=1, le=4096, description="--max-running-requests.")
+    attention_backend: AttentionBackend | None = Field(
+        default=None, description="--attention-backend; SM120 placements default to flashinfer."
+    )
+    port: int = Field(default=30000, ge=1024, le=65535, description="Port SGLang listens on.")
+    extra_args: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        max_length=128,
+        description="More SGLang flags; they may not set flags the operator owns.",
+    )
+    env: list[EnvVar] = Field(default_factory=list, max_length=128, description="More environment variables.")
+    resources: Resources = Field(default_factory=Resources, description="CPU and memory; GPUs come from placement.")
+    shm_size: Quantity = Field(default="32Gi", description="Size of the /dev/shm memory volume (NCCL needs it).")
+    startup_timeout_seconds: int = Field(
+        default=3600,
+        ge=60,
+        le=7200,
+        description="How long a pod may take to load the model before it is restarted.",
+    )
+    termination_grace_period_seconds: int = Field(
+        default=120, ge=5, le=3600, description="Time in-flight requests get to drain on pod stop."
+    )
+
+
+# ------------------------------------------------------------------------------------------------- placement
+
+
+class Toleration(Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+DEFAULT_TOLERATIONS = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),)
+
+
+class PlacementSpec(Model):
+    gpus_per_pod: int = Field(default=1, ge=1, le=64, description="nvidia.com/gpu per pod.")
+    gpu_product: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Required nvidia.com/gpu.product node label, e.g. NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition.",
+    )
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=lambda: list(DEFAULT_TOLERATIONS))
+    priority_class_name: str | None = Field(default=None, pattern=DNS_SUBDOMAIN_PATTERN)
+    sm120: bool | None = Field(
+        default=None,
+        description="Render SM120-safe engine settings; unset detects it from gpuProduct.",
+    )
+
+
+# ----------------------------------------------------------------------------------------- pools and routing
+
+
+class PoolSpec(Model):
+    replicas: int = Field(default=1, ge=0, le=1000)
+
+
+class PoolsSpec(Model):
+    speculative: PoolSpec = Field(
+        default_factory=PoolSpec,
+        description="Speculative pool; Restart and Adaptive run a single pool of this size.",
+    )
+    baseline: PoolSpec = Field(default_factory=PoolSpec, description="Baseline pool (TrafficSplit only).")
+
+
+class GatewayRef(Model):
+    name: ObjectName
+    namespace: ObjectName | None = Field(default=None, description="Defaults to the SpecServe's namespace.")
+    section_name: str | None = Field(default=None, pattern=DNS_LABEL_PATTERN)
+
+
+class RoutingSpec(Model):
+    gateway: GatewayRef | None = Field(default=None, description="Gateway the owned HTTPRoute attaches to.")
+    hostnames: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(default_factory=list, max_length=16)
+    path_prefix: str = Field(default="/", pattern=r"^/")
+
+
+class MonitoringSpec(Model):
+    pod_monitor: bool = Field(default=False, description="Render a PodMonitor (Prometheus Operator).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels on the PodMonitor.")
+    interval_seconds: int = Field(default=15, ge=1, le=600)
+
+
+# ------------------------------------------------------------------------------------------------- switching
+
+
+class CurvePoint(Model):
+    concurrency: float = Field(gt=0)
+    tokens_per_second: float = Field(ge=0)
+
+
+class Curves(Model):
+    """Measured total output tokens/s against concurrency, per mode (from `specserve calibrate`)."""
+
+    speculative: list[CurvePoint] = Field(default_factory=list, max_length=64)
+    baseline: list[CurvePoint] = Field(default_factory=list, max_length=64)
+
+
+class MetricsSource(Model):
+    source: Literal["Prometheus", "Direct"] = Field(
+        default="Prometheus", description="Read load from Prometheus, or scrape pods' /metrics directly."
+    )
+    prometheus_url: str | None = Field(default=None, pattern=r"^https?://", description="Defaults to the operator's.")
+
+
+class SwitchingSpec(Model):
+    crossover_concurrency: float | None = Field(
+        default=None,
+        gt=0,
+        description="Concurrency above which baseline serves more tokens/s; unset means from curves.",
+    )
+    hysteresis: float = Field(default=0.1, ge=0, lt=1, description="Dead band around the crossover, as a fraction.")
+    evaluation_interval_seconds: int = Field(default=15, ge=5, le=3600)
+    up_stabilization_seconds: int = Field(default=0, ge=0, le=86400, description="Before moving to baseline.")
+    down_stabilization_seconds: int = Field(default=300, ge=0, le=86400, description="Before moving back.")
+    min_dwell_seconds: int = Field(default=300, ge=0, le=86400, description="Least time between two switches.")
+    max_restarts_per_day: int = Field(default=6, ge=0, le=1000, description="Restart strategy budget.")
+    advisory: bool = Field(default=False, description="Record decisions in status without acting on them.")
+    initial_mode: Mode = Field(default=Mode.SPECULATIVE, description="Mode before the first decision.")
+    metrics: MetricsSource = Field(default_factory=MetricsSource)
+    curves: Curves | None = None
+
+
+# ------------------------------------------------------------------------------------------------------ spec
+
+
+class SpecServeSpec(Model):
+    model: ModelSpec
+    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    pools: PoolsSpec = Field(default_factory=PoolsSpec)
+    strategy: Strategy = Field(default=Strategy.TRAFFIC_SPLIT)
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
+    switching: SwitchingSpec = Field(default_factory=SwitchingSpec)
+
+
+class ObjectMeta(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str = Field(pattern=DNS_LABEL_PATTERN, max_length=52)
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class SpecServe(BaseModel):
+    """A whole SpecServe object, as read from YAML or the API."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    api_version: Literal["specserve.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["SpecServe"]
+    metadata: ObjectMeta
+    spec: SpecServeSpec
+
+
+# ---------------------------------------------------------------------------------------------------- status
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    type: str
+    status: ConditionStatus
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: str
+    observed_generation: int | None = None
+
+
+class Weights(Model):
+    speculative: int = Field(ge=0, le=100)
+    baseline: int = Field(ge=0, le=100)
+
+
+class LoadSnapshot(Model):
+    concurrency: float | None = None
+    queued: float | None = None
+    time: str | None = None
+
+
+class Decision(Model):
+    time: str
+    from_mode: Mode | None = None
+    to_mode: Mode
+    reason: str
+    concurrency: float | None = None
+    applied: bool = True
+
+
+HISTORY_LIMIT = 20
+
+
+class SpecServeStatus(Model):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    active_mode: Mode | None = None
+    weights: Weights | None = None
+    load: LoadSnapshot | None = None
+    last_decision: Decision | None = None
+    history: list[Decision] = Field(default_factory=list, max_length=HISTORY_LIMIT)
+

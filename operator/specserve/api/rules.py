@@ -1,0 +1,188 @@
+"""Cross-field rules of a SpecServe spec, each written twice on purpose: as CEL for the API server
+(`x-kubernetes-validations` in the CRD) and as Python for the operator and `specserve render`.
+
+A test evaluates every CEL rule with a CEL interpreter on good and bad samples and checks that it
+agrees with its Python twin, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from specserve.versions import ADAPTIVE_MIN_VERSION, RELEASES
+
+if TYPE_CHECKING:
+    from specserve.api.models import SpecServeSpec
+
+# Flags the operator renders itself; extraArgs may not set them (nor an argparse abbreviation of them).
+OWNED_FLAGS: tuple[str, ...] = (
+    "--model-path",
+    "--model",
+    "--served-model-name",
+    "--revision",
+    "--host",
+    "--port",
+    "--tp-size",
+    "--tensor-parallel-size",
+    "--enable-metrics",
+    "--mem-fraction-static",
+    "--max-running-requests",
+    "--attention-backend",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-adaptive",
+    "--speculative-adaptive-config",
+)
+# Environment variables the operator sets itself.
+OWNED_ENV: tuple[str, ...] = ("HF_TOKEN", "SGLANG_ENABLE_SPEC_V2")
+
+# GPU product label fragments that mean SM120; matched case-sensitively, as CEL does.
+SM120_MARKERS: tuple[str, ...] = ("RTX-PRO-6000", "RTX-5090", "RTX-5080")
+SM100_ONLY_ATTENTION: tuple[str, ...] = ("trtllm_mha", "trtllm_mla", "cutlass_mla", "fa4")
+DRAFT_ALGORITHMS: tuple[str, ...] = ("EAGLE3", "EAGLE", "STANDALONE")
+ADAPTIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE3", "EAGLE")
+ADAPTIVE_VERSIONS: tuple[str, ...] = tuple(v for v, r in RELEASES.items() if r.has_adaptive)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str  # dotted path from the object root, e.g. spec.engine.extraArgs
+    message: str  # what is wrong and how to fix it
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    field: str
+    message: str
+    cel: str  # evaluated with `self` bound to .spec
+    holds: Callable[[SpecServeSpec], bool]
+
+
+def _cel_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{i}'" for i in items) + "]"
+
+
+def flag_name(arg: str) -> str:
+    return arg.split("=", 1)[0]
+
+
+def owns_flag(arg: str) -> bool:
+    """True when `arg` sets an owned flag, directly, with `=value`, or as an argparse abbreviation."""
+    name = flag_name(arg)
+    return name.startswith("--") and len(name) > 2 and any(o.startswith(name) for o in OWNED_FLAGS)
+
+
+def is_sm120(spec: SpecServeSpec) -> bool:
+    p = spec.placement
+    if p.sm120 is not None:
+        return p.sm120
+    return p.gpu_product is not None and any(m in p.gpu_product for m in SM120_MARKERS)
+
+
+_CEL_SM120 = (
+    "(has(self.placement.sm120) ? self.placement.sm120 : (has(self.placement.gpuProduct) && "
+    f"{_cel_list(SM120_MARKERS)}.exists(m, self.placement.gpuProduct.contains(m))))"
+)
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        field="spec.placement.gpusPerPod",
+        message="must be a multiple of spec.engine.tensorParallelSize (a pod runs whole tensor-parallel "
+        "groups); set gpusPerPod to tensorParallelSize or a multiple of it",
+        cel="self.placement.gpusPerPod % self.engine.tensorParallelSize == 0",
+        holds=lambda s: s.placement.gpus_per_pod % s.engine.tensor_parallel_size == 0,
+    ),
+    Rule(
+        field="spec.speculative.draftModelPath",
+        message="is required for the EAGLE3, EAGLE and STANDALONE algorithms; set it to the draft model "
+        "(e.g. an EAGLE-3 head) or choose NEXTN or NGRAM",
+        cel=f"!(self.speculative.algorithm in {_cel_list(DRAFT_ALGORITHMS)}) || has(self.speculative.draftModelPath)",
+        holds=lambda s: s.speculative.algorithm not in DRAFT_ALGORITHMS or s.speculative.draft_model_path is not None,
+    ),
+    Rule(
+        field="spec.speculative.numDraftTokens",
+        message="with eagleTopk 1 SGLang forces draft tokens to numSteps + 1; remove numDraftTokens or "
+        "set it to numSteps + 1",
+        cel="self.speculative.eagleTopk != 1 || !has(self.speculative.numDraftTokens) || "
+        "self.speculative.numDraftTokens == self.speculative.numSteps + 1",
+        holds=lambda s: s.speculative.eagle_topk != 1
+        or s.speculative.num_draft_tokens is None
+        or s.speculative.num_draft_tokens == s.speculative.num_steps + 1,
+    ),
+    Rule(
+        field="spec.speculative.eagleTopk",
+        message="the Adaptive strategy needs eagleTopk 1 (SGLang's adaptive speculation is chain-only); "
+        "set eagleTopk to 1 or choose TrafficSplit or Restart",
+        cel="self.strategy != 'Adaptive' || self.speculative.eagleTopk == 1",
+        holds=lambda s: s.strategy != "Adaptive" or s.speculative.eagle_topk == 1,
+    ),
+    Rule(
+        field="spec.speculative.algorithm",
+        message="the Adaptive strategy supports EAGLE3 and EAGLE only; change the algorithm or the strategy",
+        cel=f"self.strategy != 'Adaptive' || self.speculative.algorithm in {_cel_list(ADAPTIVE_ALGORITHMS)}",
+        holds=lambda s: s.strategy != "Adaptive" or s.speculative.algorithm in ADAPTIVE_ALGORITHMS,
+    ),
+    Rule(
+        field="spec.engine.sglangVersion",
+        message=f"the Adaptive strategy needs SGLang {ADAPTIVE_MIN_VERSION} or newer "
+        "(--speculative-adaptive); raise sglangVersion or choose TrafficSplit or Restart",
+        cel=f"self.strategy != 'Adaptive' || self.engine.sglangVersion in {_cel_list(ADAPTIVE_VERSIONS)}",
+        holds=lambda s: s.strategy != "Adaptive" or s.engine.sglang_version in ADAPTIVE_VERSIONS,
+    ),
+    Rule(
+        field="spec.speculative.adaptiveConfig",
+        message="is only used by the Adaptive strategy; remove it or set strategy: Adaptive",
+        cel="self.strategy == 'Adaptive' || !has(self.speculative.adaptiveConfig)",
+        holds=lambda s: s.strategy == "Adaptive" or s.speculative.adaptive_config is None,
+    ),
+    Rule(
+        field="spec.routing.gateway",
+        message="is required by the TrafficSplit strategy (its HTTPRoute moves weights between the pools); "
+        "name the Gateway to attach to",
+        cel="self.strategy != 'TrafficSplit' || has(self.routing.gateway)",
+        holds=lambda s: s.strategy != "TrafficSplit" or s.routing.gateway is not None,
+    ),
+    Rule(
+        field="spec.model.cache",
+        message="needs exactly one of pvcName and hostPath",
+        cel="!has(self.model.cache) || (has(self.model.cache.pvcName) != has(self.model.cache.hostPath))",
+        holds=lambda s: s.model.cache is None or ((s.model.cache.pvc_name is None) != (s.model.cache.host_path is None)),
+    ),
+    Rule(
+        field="spec.engine.extraArgs",
+        message="may not set flags the operator owns (" + ", ".join(OWNED_FLAGS) + "); use the matching "
+        "spec field instead",
+        cel="self.engine.extraArgs.all(a, !(a.startsWith('--') && size(a) > 2 && "
+        f"{_cel_list(OWNED_FLAGS)}.exists(o, o.startsWith(a) || a.startsWith(o + '='))))",
+        holds=lambda s: not any(owns_flag(a) for a in s.engine.extra_args),
+    ),
+    Rule(
+        field="spec.engine.env",
+        message="may not set " + ", ".join(OWNED_ENV) + " (the operator sets them; use model.hfTokenSecret "
+        "for the token)",
+        cel=f"self.engine.env.all(e, !(e.name in {_cel_list(OWNED_ENV)}))",
+        holds=lambda s: not any(e.name in OWNED_ENV for e in s.engine.env),
+    ),
+    Rule(
+        field="spec.engine.attentionBackend",
+        message="is built for SM100 only and cannot run on SM120 (RTX PRO 6000 / RTX 5090); use flashinfer "
+        "or triton, or leave it unset",
+        cel=f"!has(self.engine.attentionBackend) || !(self.engine.attentionBackend in "
+        f"{_cel_list(SM100_ONLY_ATTENTION)}) || !{_CEL_SM120}",
+        holds=lambda s: s.engine.attention_backend not in SM100_ONLY_ATTENTION or not is_sm120(s),
+    ),
+)
+
+
+def check(spec: SpecServeSpec) -> list[FieldError]:
+    """The cross-field rules this spec breaks (empty when it is valid)."""
+    return [FieldError(r.field, r.message) for r in RULES if not r.holds(spec)]

@@ -1,0 +1,97 @@
+"""Turning raw objects into validated models, and every failure into messages that name the field and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from specserve.api.models import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    QUANTITY_PATTERN,
+    SpecServe,
+    SpecServeSpec,
+)
+from specserve.api.rules import FieldError, check
+
+
+class InvalidSpecServe(ValueError):  # noqa: N818 - reads better at call sites than InvalidSpecServeError
+    """A SpecServe that cannot be served; `errors` name each field and its fix."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+_HINTS = {
+    "extra_forbidden": "unknown field; remove it or fix its spelling (kubectl explain specserve.spec lists fields)",
+    "missing": "is required",
+}
+
+_PATTERNS = {
+    QUANTITY_PATTERN: "must be a Kubernetes quantity such as 32Gi, 500m or 4",
+    DNS_LABEL_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9 and '-', starting and ending alphanumeric)",
+    DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9, '-' and '.')",
+    r"^/": "must be an absolute path starting with /",
+    r"^https?://": "must be an http:// or https:// URL",
+}
+
+
+def _message(err: Any) -> str:
+    if err["type"] in _HINTS:
+        return _HINTS[err["type"]]
+    message = str(err["msg"])
+    if err["type"] == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern", "")
+        message = _PATTERNS.get(pattern, f"must match {pattern}")
+    if "input" in err and not isinstance(err["input"], Mapping | list):
+        message = f"{message} (got {err['input']!r})"
+    return message
+
+
+def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    parts = [prefix] if prefix else []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
+        else:
+            parts.append(str(item))
+    return ".".join(parts)
+
+
+def describe(exc: ValidationError, prefix: str = "spec") -> list[FieldError]:
+    """One FieldError per pydantic error, with the camelCase path as written in YAML."""
+    errors = []
+    for err in exc.errors(include_url=False):
+        # Pydantic appends the failing union branch or function name to loc; keep the field path only.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        errors.append(FieldError(_path(prefix, loc), _message(err)))
+    return errors
+
+
+def parse_spec(raw: Any) -> SpecServeSpec:
+    """Validate a raw `.spec` (field rules, then cross-field rules); raises InvalidSpecServe."""
+    if not isinstance(raw, Mapping):
+        raise InvalidSpecServe([FieldError("spec", "must be a mapping with at least spec.model.path")])
+    try:
+        spec = SpecServeSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidSpecServe(describe(exc)) from None
+    errors = check(spec)
+    if errors:
+        raise InvalidSpecServe(errors)
+    return spec
+
+
+def parse_object(raw: Any) -> SpecServe:
+    """Validate a whole SpecServe document (apiVersion, kind, metadata, spec); raises InvalidSpecServe."""
+    if not isinstance(raw, Mapping):
+        raise InvalidSpecServe([FieldError("(document)", "must be a SpecServe mapping, not " + type(raw).__name__)])
+    spec = parse_spec(raw.get("spec"))
+    try:
+        head = SpecServe.model_validate({**raw, "spec": {"model": {"path": "-"}}})
+    except ValidationError as exc:
+        raise InvalidSpecServe(describe(exc, prefix="")) from None
+    return head.model_copy(update={"spec": spec})

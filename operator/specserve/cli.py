@@ -1,0 +1,52 @@
+"""The `specserve` command: one subcommand per module in specserve.commands, imported only when used
+(so `specserve render` does not pay for the operator's or the bench's imports)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from specserve import __version__
+
+# name -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "crd": ("specserve.commands.crd", "print the SpecServe CustomResourceDefinition"),
+    "render": ("specserve.commands.render", "print the Kubernetes objects a SpecServe file becomes"),
+    "run": ("specserve.commands.run", "run the operator"),
+    "emulate": ("specserve.commands.emulate", "run a GPU-free SGLang emulator (tests and demos)"),
+    "bench": ("specserve.commands.bench", "sweep concurrency against an OpenAI-compatible endpoint"),
+    "calibrate": ("specserve.commands.calibrate", "turn two bench results into switching thresholds"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specserve", description="SpecServe: SGLang speculative decoding on Kubernetes, switched by load."
+    )
+    parser.add_argument("--version", action="version", version=f"specserve {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv)  # prints usage or the unknown-command error, and exits
+        return 2
+    name = argv[0]
+    module_name, help_text = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    sub = argparse.ArgumentParser(prog=f"specserve {name}", description=help_text)
+    module.add_arguments(sub)
+    args = sub.parse_args(argv[1:])
+    code: int = module.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a fresh machine, then runs lint, type checks and every test.
+# This is the README's test command and what CI (.ci/run) calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Prometheus server (Debian package; the tests start it on loopback)"
+if ! command -v prometheus >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+prometheus --version 2>&1 | head -n 1
+
+step "Python environment (.venv)"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import specserve, kopf, kmock'
+
+step "kubectl and helm (.tools/bin)"
+bash scripts/install-kube-tools.sh "$root/.tools/bin"
+export PATH="$root/.tools/bin:$root/.venv/bin:$PATH"
+
+step "ruff"
+ruff check operator tests
+step "mypy (strict)"
+mypy
+
+step "tests"
+# CONFORMANCE-ENV: the conformance suite's SGLang environments are prepared here (scripts/sglang-env.sh).
+pytest -q -p no:cacheprovider "$@"
