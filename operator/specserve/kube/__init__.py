@@ -1,0 +1,1 @@
+"""Thin, typed I/O against the Kubernetes API (server-side apply, status, pruning)."""
