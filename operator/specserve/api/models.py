@@ -120,8 +120,9 @@ class SpeculativeSpec(Model):
     adaptive_config: AdaptiveConfig | None = Field(
         default=None,
         description=(
-            "Adaptive strategy only: batch-size key -> candidate steps (0 = drafting off), as "
-            "--speculative-adaptive-config. `specserve calibrate` computes it; unset uses the crossover."
+            "Adaptive strategy only: batch-size key -> candidate steps (0 = drafting off), rendered as the "
+            "JSON file --speculative-adaptive-config reads. `specserve calibrate` computes it; unset derives "
+            "it from the crossover."
         ),
     )
 

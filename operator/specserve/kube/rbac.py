@@ -25,6 +25,7 @@ REQUIRED_RULES: tuple[PolicyRule, ...] = (
     # What a SpecServe becomes: server-side apply (patch; create on first apply), prune stale children.
     PolicyRule("apps", "deployments", ("get", "list", "watch", "create", "patch", "delete")),
     PolicyRule("", "services", ("get", "list", "create", "patch", "delete")),
+    PolicyRule("", "configmaps", ("get", "list", "create", "patch", "delete")),
     PolicyRule("gateway.networking.k8s.io", "httproutes", ("get", "list", "create", "patch", "delete")),
     PolicyRule("monitoring.coreos.com", "podmonitors", ("get", "list", "create", "patch", "delete")),
     # Pods are only read (pool health and pending checks).
