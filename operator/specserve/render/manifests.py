@@ -1,0 +1,284 @@
+"""SpecServe -> the Kubernetes objects that serve it (pure: same input, same output, no I/O).
+
+Per pool a Deployment and a Service; the HTTPRoute the operator owns; a ConfigMap with the adaptive
+config (Adaptive strategy); a PodMonitor when asked. Templates are jinja2 files next to this module;
+every value goes through `tojson`, so no spec value can break the YAML.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import jinja2
+import yaml
+
+from specserve.api.models import API_VERSION, KIND, Mode, SpecServe, SpecServeSpec, Strategy
+from specserve.render.engine import (
+    ADAPTIVE_CONFIG_DIR,
+    ADAPTIVE_CONFIG_KEY,
+    Flavour,
+    adaptive_config_json,
+    adaptive_steps,
+    sglang_args,
+    sglang_env,
+)
+from specserve.versions import default_image
+
+Manifest = dict[str, Any]
+
+MANAGED_BY = "specserve"
+LABEL_INSTANCE = "specserve.io/instance"
+LABEL_POOL = "specserve.io/pool"
+LABEL_MODE = "specserve.io/mode"
+
+
+class PoolRole:
+    SPECULATIVE = "speculative"
+    BASELINE = "baseline"
+    ENGINE = "engine"  # the single pool of Restart and Adaptive
+
+
+@dataclass(frozen=True)
+class Weights:
+    speculative: int
+    baseline: int
+
+
+@dataclass(frozen=True)
+class Pool:
+    role: str
+    name: str
+    replicas: int
+    flavour: Flavour
+    labels: dict[str, str]
+    selector: dict[str, str]
+    pod_labels: dict[str, str]
+    args: list[str]
+    env: list[dict[str, object]]
+    adaptive_config: str | None  # ConfigMap name
+    config_hash: str = field(default="")
+
+
+def base_labels(name: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "sglang",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "inference-engine",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_INSTANCE: name,
+    }
+
+
+def pool_name(name: str, role: str) -> str:
+    suffix = {PoolRole.SPECULATIVE: "spec", PoolRole.BASELINE: "base", PoolRole.ENGINE: "engine"}[role]
+    return f"{name}-{suffix}"
+
+
+def adaptive_configmap_name(name: str) -> str:
+    return f"{name}-adaptive"
+
+
+def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
+    """The pools a SpecServe runs in `mode` (the mode only matters to Restart, which has one pool)."""
+    spec, name = obj.spec, obj.metadata.name
+    if spec.strategy == Strategy.TRAFFIC_SPLIT:
+        shapes = [
+            (PoolRole.SPECULATIVE, spec.pools.speculative.replicas, Flavour(speculative=True)),
+            (PoolRole.BASELINE, spec.pools.baseline.replicas, Flavour(speculative=False)),
+        ]
+    elif spec.strategy == Strategy.RESTART:
+        shapes = [(PoolRole.ENGINE, spec.pools.speculative.replicas, Flavour(speculative=mode == Mode.SPECULATIVE))]
+    else:
+        shapes = [(PoolRole.ENGINE, spec.pools.speculative.replicas, Flavour(speculative=True, adaptive=True))]
+    result = []
+    for role, replicas, flavour in shapes:
+        selector = {LABEL_INSTANCE: name, LABEL_POOL: role}
+        labels = {**base_labels(name), LABEL_POOL: role}
+        configmap = (
+            adaptive_configmap_name(name) if flavour.adaptive and adaptive_steps(spec) is not None else None
+        )
+        pool = Pool(
+            role=role,
+            name=pool_name(name, role),
+            replicas=replicas,
+            flavour=flavour,
+            labels=labels,
+            selector=selector,
+            pod_labels={**labels, LABEL_MODE: flavour.mode_label},
+            args=sglang_args(spec, flavour),
+            env=sglang_env(spec, flavour),
+            adaptive_config=configmap,
+        )
+        result.append(Pool(**{**pool.__dict__, "config_hash": _config_hash(spec, pool)}))
+    return result
+
+
+def _config_hash(spec: SpecServeSpec, pool: Pool) -> str:
+    """Hash of what the engine reads, so changing a mounted file (the adaptive config) rolls the pods too."""
+    steps = adaptive_steps(spec) if pool.adaptive_config else None
+    payload = {"image": image_of(spec), "args": pool.args, "env": pool.env, "adaptive": steps}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def image_of(spec: SpecServeSpec) -> str:
+    return spec.engine.image or default_image(spec.engine.sglang_version)
+
+
+def weights(obj: SpecServe, mode: Mode) -> Weights:
+    """HTTPRoute weights in `mode`; a pool with no replicas never gets traffic."""
+    spec = obj.spec
+    want_spec = mode == Mode.SPECULATIVE
+    spec_up, base_up = spec.pools.speculative.replicas > 0, spec.pools.baseline.replicas > 0
+    if want_spec and not spec_up and base_up:
+        want_spec = False
+    elif not want_spec and not base_up and spec_up:
+        want_spec = True
+    return Weights(speculative=100, baseline=0) if want_spec else Weights(speculative=0, baseline=100)
+
+
+def owner_reference(obj: SpecServe) -> dict[str, Any] | None:
+    if not obj.metadata.uid:
+        return None  # offline rendering: the owner does not exist yet
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": obj.metadata.name,
+        "uid": obj.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _resources(spec: SpecServeSpec) -> dict[str, dict[str, str]]:
+    gpus = str(spec.placement.gpus_per_pod)
+    out: dict[str, dict[str, str]] = {}
+    for kind in ("requests", "limits"):
+        given = getattr(spec.engine.resources, kind).model_dump(by_alias=True, exclude_none=True)
+        out[kind] = {**given, "nvidia.com/gpu": gpus}
+    return out
+
+
+def _drain_command(spec: SpecServeSpec) -> list[str]:
+    """preStop: wait until the engine has no running or queued requests (bounded by the grace period).
+
+    The endpoint is already removed from the Service when preStop runs, so new requests stop arriving.
+    """
+    budget = max(1, spec.engine.termination_grace_period_seconds - 10)
+    script = (
+        "import time,urllib.request as u\n"
+        f"end=time.time()+{budget}\n"
+        "time.sleep(5)\n"
+        "while time.time()<end:\n"
+        "  try:\n"
+        f"    m=u.urlopen('http://127.0.0.1:{spec.engine.port}/metrics',timeout=5).read().decode()\n"
+        "  except Exception:\n"
+        "    break\n"
+        "  busy=[l for l in m.splitlines() if l.startswith(('sglang:num_running_reqs','sglang:num_queue_reqs'))"
+        " and float(l.rsplit(' ',1)[1])>0]\n"
+        "  if not busy:\n"
+        "    break\n"
+        "  time.sleep(2)\n"
+    )
+    return ["python3", "-c", script]
+
+
+def _probes(spec: SpecServeSpec) -> dict[str, int]:
+    delay, period = 30, 10
+    return {
+        "startup_delay": delay,
+        "startup_period": period,
+        "startup_failures": max(1, math.ceil((spec.engine.startup_timeout_seconds - delay) / period)),
+    }
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("specserve.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # noqa: S701 - YAML, not HTML; values are JSON-encoded by tojson
+        keep_trailing_newline=True,
+    )
+
+
+def _template(template: str, **context: Any) -> Manifest:
+    text = _environment().get_template(template).render(**context)
+    loaded: Manifest = yaml.safe_load(text)
+    return loaded
+
+
+def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
+    """Every object that serves `obj` in `mode` (default: the spec's initial mode)."""
+    spec, name, namespace = obj.spec, obj.metadata.name, obj.metadata.namespace
+    mode = mode or spec.switching.initial_mode
+    owner = owner_reference(obj)
+    common = {"namespace": namespace, "owner": owner, "engine": spec.engine}
+    the_pools = pools(obj, mode)
+    out: list[Manifest] = []
+
+    steps = adaptive_steps(spec)
+    if any(p.adaptive_config for p in the_pools) and steps is not None:
+        out.append(
+            _template(
+                "configmap.yaml.j2",
+                name=adaptive_configmap_name(name),
+                labels=base_labels(name),
+                data={ADAPTIVE_CONFIG_KEY: adaptive_config_json(steps)},
+                **common,
+            )
+        )
+    tolerations = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.placement.tolerations]
+    for pool in the_pools:
+        out.append(
+            _template(
+                "deployment.yaml.j2",
+                pool=pool,
+                placement=spec.placement,
+                model=spec.model,
+                tolerations=tolerations,
+                image=image_of(spec),
+                resources=_resources(spec),
+                probes=_probes(spec),
+                drain_command=_drain_command(spec),
+                adaptive_dir=ADAPTIVE_CONFIG_DIR,
+                **common,
+            )
+        )
+        out.append(_template("service.yaml.j2", pool=pool, **common))
+
+    if spec.routing.gateway is not None:
+        w = weights(obj, mode)
+        by_role = {PoolRole.SPECULATIVE: w.speculative, PoolRole.BASELINE: w.baseline, PoolRole.ENGINE: 100}
+        out.append(
+            _template(
+                "httproute.yaml.j2",
+                name=name,
+                labels=base_labels(name),
+                gateway=spec.routing.gateway,
+                hostnames=spec.routing.hostnames,
+                path_prefix=spec.routing.path_prefix,
+                backends=[{"name": p.name, "weight": by_role[p.role]} for p in the_pools],
+                **common,
+            )
+        )
+    if spec.monitoring.pod_monitor:
+        out.append(
+            _template(
+                "podmonitor.yaml.j2",
+                name=name,
+                labels={**base_labels(name), **spec.monitoring.labels},
+                selector={LABEL_INSTANCE: name},
+                interval=f"{spec.monitoring.interval_seconds}s",
+                **common,
+            )
+        )
+    return out
+
+
+def to_yaml(manifests: list[Manifest]) -> str:
+    return yaml.safe_dump_all(manifests, sort_keys=False, width=120)
