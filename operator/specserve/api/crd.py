@@ -142,7 +142,11 @@ def crd() -> JSON:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
-                        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+                        {
+                            "name": "Ready",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                        },
                         {"name": "Strategy", "type": "string", "jsonPath": ".spec.strategy"},
                         {"name": "Mode", "type": "string", "jsonPath": ".status.activeMode"},
                         {"name": "Spec weight", "type": "integer", "jsonPath": ".status.weights.speculative"},

@@ -61,8 +61,6 @@ class Algorithm(StrEnum):
     NGRAM = "NGRAM"
 
 
-
-
 # ----------------------------------------------------------------------------------------------------- model
 
 
@@ -382,4 +380,3 @@ class SpecServeStatus(Model):
     load: LoadSnapshot | None = None
     last_decision: Decision | None = None
     history: list[Decision] = Field(default_factory=list, max_length=HISTORY_LIMIT)
-

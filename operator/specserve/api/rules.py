@@ -114,9 +114,11 @@ RULES: tuple[Rule, ...] = (
         "set it to numSteps + 1",
         cel="self.speculative.eagleTopk != 1 || !has(self.speculative.numDraftTokens) || "
         "self.speculative.numDraftTokens == self.speculative.numSteps + 1",
-        holds=lambda s: s.speculative.eagle_topk != 1
-        or s.speculative.num_draft_tokens is None
-        or s.speculative.num_draft_tokens == s.speculative.num_steps + 1,
+        holds=lambda s: (
+            s.speculative.eagle_topk != 1
+            or s.speculative.num_draft_tokens is None
+            or s.speculative.num_draft_tokens == s.speculative.num_steps + 1
+        ),
     ),
     Rule(
         field="spec.speculative.eagleTopk",
@@ -155,7 +157,9 @@ RULES: tuple[Rule, ...] = (
         field="spec.model.cache",
         message="needs exactly one of pvcName and hostPath",
         cel="!has(self.model.cache) || (has(self.model.cache.pvcName) != has(self.model.cache.hostPath))",
-        holds=lambda s: s.model.cache is None or ((s.model.cache.pvc_name is None) != (s.model.cache.host_path is None)),
+        holds=lambda s: (
+            s.model.cache is None or ((s.model.cache.pvc_name is None) != (s.model.cache.host_path is None))
+        ),
     ),
     Rule(
         field="spec.engine.extraArgs",

@@ -66,7 +66,7 @@ def sglang_args(spec: SpecServeSpec, flavour: Flavour) -> list[str]:
         args += ["--served-model-name", model.served_name]
     if model.revision:
         args += ["--revision", model.revision]
-    args += ["--host", "0.0.0.0", "--port", str(engine.port)]  # noqa: S104 - pods must listen on the pod IP
+    args += ["--host", "0.0.0.0", "--port", str(engine.port)]
     args += ["--tp-size", str(engine.tensor_parallel_size), "--enable-metrics"]
     if engine.mem_fraction_static is not None:
         args += ["--mem-fraction-static", f"{engine.mem_fraction_static:g}"]

@@ -99,9 +99,7 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
     for role, replicas, flavour in shapes:
         selector = {LABEL_INSTANCE: name, LABEL_POOL: role}
         labels = {**base_labels(name), LABEL_POOL: role}
-        configmap = (
-            adaptive_configmap_name(name) if flavour.adaptive and adaptive_steps(spec) is not None else None
-        )
+        configmap = adaptive_configmap_name(name) if flavour.adaptive and adaptive_steps(spec) is not None else None
         pool = Pool(
             role=role,
             name=pool_name(name, role),
@@ -201,7 +199,7 @@ def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("specserve.render", "templates"),
         undefined=jinja2.StrictUndefined,
-        autoescape=False,  # noqa: S701 - YAML, not HTML; values are JSON-encoded by tojson
+        autoescape=False,
         keep_trailing_newline=True,
     )
 

@@ -1,0 +1,41 @@
+"""The object kinds the operator reads and writes, and their REST paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Kind:
+    api_version: str
+    kind: str
+    plural: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def collection_path(self, namespace: str) -> str:
+        prefix = "/api" if not self.group else "/apis"
+        return f"{prefix}/{self.api_version}/namespaces/{namespace}/{self.plural}"
+
+    def object_path(self, namespace: str, name: str) -> str:
+        return f"{self.collection_path(namespace)}/{name}"
+
+
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+SERVICE = Kind("v1", "Service", "services")
+CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
+HTTPROUTE = Kind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes")
+PODMONITOR = Kind("monitoring.coreos.com/v1", "PodMonitor", "podmonitors")
+POD = Kind("v1", "Pod", "pods")
+SPECSERVE = Kind("specserve.io/v1alpha1", "SpecServe", "specserves")
+
+# Every kind a SpecServe may own, in apply order (config before the pods that mount it).
+OWNED_KINDS: tuple[Kind, ...] = (CONFIGMAP, DEPLOYMENT, SERVICE, HTTPROUTE, PODMONITOR)
+_BY_KEY = {(k.api_version, k.kind): k for k in (*OWNED_KINDS, POD, SPECSERVE)}
+
+
+def kind_of(manifest: dict[str, Any]) -> Kind:
+    return _BY_KEY[(manifest["apiVersion"], manifest["kind"])]
