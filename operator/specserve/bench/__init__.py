@@ -1,0 +1,3 @@
+"""Measuring a deployment: the concurrency sweep (`specserve bench`) and the calibration math (`specserve calibrate`).
+
+The pure pieces (curves, stats, calibrate) import nothing heavy, so the operator may import them."""

@@ -1,0 +1,173 @@
+"""Calibration math: from a speculative and a baseline throughput curve to switching thresholds.
+
+Pure functions, no I/O, so the operator can import them (e.g. to learn the crossover from live data later).
+
+- crossover: the first concurrency at which the baseline curve catches up with the speculative one. Both curves
+  are piecewise linear between measured points (see curves.py), so on the union of their measured concurrencies
+  the difference is linear on every segment and the crossing is solved exactly on that segment.
+- hysteresis: the relative half-width of the band around the crossover in which the two curves are within
+  `tolerance` (default 5%, about a bench's run-to-run noise) of each other: switching inside it gains nothing.
+- adaptive config: SGLang's adaptive speculation picks the largest batch-size key <= the (padded) batch size,
+  so drafting goes off at the first CUDA-graph capture size >= the crossover.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from specserve.bench.curves import Curve
+
+# SGLang 0.5.23 decode CUDA-graph capture sizes when speculation is on
+# (sglang/srt/arg_groups/cuda_graph_hook.py, generate_decode_cuda_graph_batch_sizes).
+SPEC_CAPTURE_SIZES: tuple[int, ...] = (
+    *range(1, 9),
+    *range(10, 33, 2),
+    *range(40, 65, 4),
+    *range(72, 257, 8),
+    *range(272, 4097, 16),
+)
+
+MIN_HYSTERESIS = 0.05
+MAX_HYSTERESIS = 0.5
+
+
+class Verdict(StrEnum):
+    CROSSOVER = "crossover"  # speculation wins below the crossover, baseline above
+    BASELINE_ONLY = "baseline-only"  # speculation never wins at any measured concurrency
+    SPECULATIVE_ONLY = "speculative-only"  # speculation wins at every measured concurrency
+
+
+@dataclass(frozen=True)
+class Calibration:
+    verdict: Verdict
+    crossover: float | None
+    hysteresis: float
+    initial_mode: str  # "Speculative" or "Baseline", as the API's Mode values
+    speculative: list[tuple[float, float]]
+    baseline: list[tuple[float, float]]
+    adaptive_config: dict[str, list[int]] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def crossings(spec: Curve, base: Curve) -> list[tuple[float, int]]:
+    """Every concurrency where the sign of spec - base changes, with the direction: -1 when speculation stops
+    winning, +1 when it starts winning again."""
+    grid = sorted(set(spec.xs) | set(base.xs))
+    diffs = [spec.at(x) - base.at(x) for x in grid]
+    found: list[tuple[float, int]] = []
+    for i in range(len(grid) - 1):
+        d0, d1 = diffs[i], diffs[i + 1]
+        if d0 > 0 >= d1:
+            found.append((_root(grid[i], grid[i + 1], d0, d1), -1))
+        elif d0 <= 0 < d1:
+            found.append((_root(grid[i], grid[i + 1], d0, d1), +1))
+    return found
+
+
+def _root(x0: float, x1: float, d0: float, d1: float) -> float:
+    """Zero of the line through (x0, d0) and (x1, d1); d0 and d1 straddle zero."""
+    if d0 == d1:
+        return x0
+    return x0 + d0 * (x1 - x0) / (d0 - d1)
+
+
+def hysteresis_band(spec: Curve, base: Curve, crossover: float, tolerance: float = 0.05) -> float:
+    """Relative half-width of the region around `crossover` where |spec - base| <= tolerance * max(spec, base),
+    clamped to [MIN_HYSTERESIS, MAX_HYSTERESIS]. Sampled on a fine geometric grid (the curves are cheap)."""
+    lo_x = min(spec.xs[0], base.xs[0])
+    hi_x = max(spec.xs[-1], base.xs[-1])
+
+    def close(x: float) -> bool:
+        s, b = spec.at(x), base.at(x)
+        top = max(s, b)
+        return top == 0 or abs(s - b) <= tolerance * top
+
+    steps = 400
+    lo = crossover
+    ratio_down = (lo_x / crossover) ** (1 / steps) if crossover > lo_x else 1.0
+    x = crossover
+    for _ in range(steps):
+        x *= ratio_down
+        if x < lo_x or not close(x):
+            break
+        lo = x
+    hi = crossover
+    ratio_up = (hi_x / crossover) ** (1 / steps) if hi_x > crossover else 1.0
+    x = crossover
+    for _ in range(steps):
+        x *= ratio_up
+        if x > hi_x or not close(x):
+            break
+        hi = x
+    width = max((crossover - lo) / crossover, (hi - crossover) / crossover)
+    return round(min(MAX_HYSTERESIS, max(MIN_HYSTERESIS, width)), 2)
+
+
+def first_capture_size_at_least(value: float, sizes: tuple[int, ...] = SPEC_CAPTURE_SIZES) -> int:
+    for size in sizes:
+        if size >= value:
+            return size
+    return sizes[-1]
+
+
+def adaptive_config_for(crossover: float | None, verdict: Verdict, num_steps: int) -> dict[str, list[int]] | None:
+    """Our list form of --speculative-adaptive-config: batch-size key -> candidate steps (0 = drafting off)."""
+    if verdict is Verdict.BASELINE_ONLY:
+        return {"1": [0]}
+    if verdict is Verdict.SPECULATIVE_ONLY or crossover is None:
+        return {"1": [num_steps]}
+    key = first_capture_size_at_least(crossover)
+    if key <= 1:
+        return {"1": [0]}
+    return {"1": [num_steps], str(key): [0]}
+
+
+def sglang_adaptive_json(config: dict[str, list[int]]) -> dict[str, dict[str, list[int]]]:
+    """The JSON SGLang 0.5.23 reads from the --speculative-adaptive-config file."""
+    return {key: {"candidate_steps": list(steps)} for key, steps in config.items()}
+
+
+def calibrate(spec: Curve, base: Curve, num_steps: int = 3, tolerance: float = 0.05) -> Calibration:
+    if not (0 <= tolerance < 1) or math.isnan(tolerance):
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    found = crossings(spec, base)
+    downs = [x for x, direction in found if direction < 0]
+    grid = sorted(set(spec.xs) | set(base.xs))
+    spec_wins = [x for x in grid if spec.at(x) > base.at(x)]
+    notes: list[str] = []
+    if not spec_wins:
+        verdict, crossover, initial = Verdict.BASELINE_ONLY, None, "Baseline"
+        notes.append(
+            "Speculation never wins: the baseline serves more tokens/s at every measured concurrency "
+            f"({grid[0]:g} to {grid[-1]:g}). Recommendation: serve baseline only (no speculative pool)."
+        )
+    elif not downs:
+        verdict, crossover, initial = Verdict.SPECULATIVE_ONLY, None, "Speculative"
+        notes.append(
+            "Speculation wins at every measured concurrency above its first win: no crossover up to "
+            f"{grid[-1]:g}. Recommendation: serve speculative; measure higher concurrency to find a crossover."
+        )
+    else:
+        verdict, crossover, initial = Verdict.CROSSOVER, round(downs[0], 2), "Speculative"
+        notes.append(f"Speculation wins below concurrency {crossover:g}; the baseline wins above it.")
+        if len(found) > 1:
+            notes.append(
+                "The curves cross more than once (at "
+                + ", ".join(f"{x:.1f}" for x, _ in found)
+                + "); using the first crossing where speculation stops winning. Re-measure if this is noise."
+            )
+        if spec.at(grid[0]) <= base.at(grid[0]):
+            notes.append(f"The baseline also wins at the lowest concurrency measured ({grid[0]:g}).")
+    hysteresis = hysteresis_band(spec, base, crossover, tolerance) if crossover is not None else 0.1
+    return Calibration(
+        verdict=verdict,
+        crossover=crossover,
+        hysteresis=hysteresis,
+        initial_mode=initial,
+        speculative=spec.points(),
+        baseline=base.points(),
+        adaptive_config=adaptive_config_for(crossover, verdict, num_steps),
+        notes=notes,
+    )
