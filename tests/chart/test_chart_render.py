@@ -3,6 +3,7 @@ Kubernetes schemas (built-in kinds) or the SpecServe CRD (custom objects)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from specserve.api.crd import crd as generated_crd
 from specserve.api.models import API_VERSION, KIND
 from specserve.api.validation import parse_object
+from specserve.commands import run as run_command
 from tests.chart.chartlib import (
     CHART,
     Obj,
@@ -345,3 +347,22 @@ def test_values_schema_closed_at_every_level() -> None:
         "/affinity/podAntiAffinity",
         "/global",
     ]
+
+
+@pytest.mark.parametrize("name", ["default", "namespaced"])
+def test_args_parse_with_the_real_specserve_run(name: str) -> None:
+    """The chart's arguments are accepted by `specserve run` and mean what the chart intends."""
+    c = container(render(name))
+    assert c["args"][0] == "run"
+    parser = argparse.ArgumentParser(prog="specserve run", exit_on_error=False)
+    run_command.add_arguments(parser)
+    args = parser.parse_args(c["args"][1:])
+    config = run_command.config_from(args)
+    assert config.liveness_endpoint == "http://0.0.0.0:8080/healthz"
+    assert config.metrics_port == 9090
+    assert config.prometheus_url == "http://prometheus-operated.monitoring.svc:9090"
+    assert args.log_level == "info"
+    if name == "namespaced":
+        assert config.namespaces == ("llm", "llm-canary")
+    else:
+        assert args.all_namespaces and config.namespaces == ()
