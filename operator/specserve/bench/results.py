@@ -1,0 +1,116 @@
+"""Bench result files: JSON (the full record, what calibrate and plot read) and CSV (one row per level)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from specserve.bench.curves import Curve, CurveError
+from specserve.bench.stats import LevelStats
+
+FORMAT = "specserve-bench/v1"
+CSV_FIELDS = [f.name for f in fields(LevelStats)]
+
+
+class BenchFileError(ValueError):
+    """A bench result file that cannot be used; the message names the file and the fix."""
+
+
+@dataclass
+class BenchResult:
+    url: str
+    model: str
+    label: str
+    max_tokens: int
+    time_scale: float
+    levels: list[LevelStats] = field(default_factory=list)
+    complete: bool = False
+    error: str | None = None
+    started: str = ""
+    server: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "label": self.label,
+            "url": self.url,
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "time_scale": self.time_scale,
+            "started": self.started,
+            "complete": self.complete,
+            "error": self.error,
+            "server": self.server,
+            "levels": [asdict(level) for level in self.levels],
+        }
+
+    def curve(self) -> Curve:
+        return Curve.from_points(
+            [(lv.concurrency, lv.output_tokens_per_s) for lv in self.levels if lv.requests > 0], self.label
+        )
+
+
+def write_json(result: BenchResult, path: Path) -> None:
+    path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def write_csv(result: BenchResult, path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for level in result.levels:
+            writer.writerow(asdict(level))
+
+
+def _level(raw: Any, where: str) -> LevelStats:
+    if not isinstance(raw, dict):
+        raise BenchFileError(f"{where}: each level must be an object")
+    try:
+        concurrency = int(raw["concurrency"])
+        tok_s = float(raw["output_tokens_per_s"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BenchFileError(f"{where}: a level needs numeric concurrency and output_tokens_per_s ({exc})") from exc
+    known = {f.name for f in fields(LevelStats)}
+    values = {k: v for k, v in raw.items() if k in known}
+    values.update(concurrency=concurrency, output_tokens_per_s=tok_s)
+    for name, default in (("requests", 1), ("errors", 0), ("requests_per_s", 0.0), ("window_s", 0.0)):
+        values.setdefault(name, default)
+    for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "accept_length"):
+        values.setdefault(name, None)
+    return LevelStats(**values)
+
+
+def load_result(path: str) -> BenchResult:
+    """Read a bench JSON file, checking what calibrate and plot rely on."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BenchFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise BenchFileError(
+            f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); pass a file written by `specserve bench`"
+        ) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("levels"), list):
+        raise BenchFileError(f"{path}: not a `specserve bench` result (no 'levels' list)")
+    levels = [_level(raw, f"{path} level {i + 1}") for i, raw in enumerate(doc["levels"])]
+    server = doc.get("server")
+    result = BenchResult(
+        url=str(doc.get("url", "")),
+        model=str(doc.get("model", "")),
+        label=str(doc.get("label") or Path(path).stem),
+        max_tokens=int(doc.get("max_tokens") or 0),
+        time_scale=float(doc.get("time_scale") or 1.0),
+        levels=levels,
+        complete=bool(doc.get("complete", True)),
+        error=doc.get("error"),
+        started=str(doc.get("started", "")),
+        server=server if isinstance(server, dict) else {},
+    )
+    try:
+        result.curve()
+    except CurveError as exc:
+        raise BenchFileError(f"{path}: unusable curve: {exc}") from exc
+    return result
