@@ -171,3 +171,22 @@ def calibrate(spec: Curve, base: Curve, num_steps: int = 3, tolerance: float = 0
         adaptive_config=adaptive_config_for(crossover, verdict, num_steps),
         notes=notes,
     )
+
+
+MAX_CURVE_POINTS = 64  # SwitchingSpec.curves lists hold at most 64 points
+
+
+def curve_points(points: list[tuple[float, float]]) -> list[dict[str, float]]:
+    """Curve points as the API stores them (spec.switching.curves.*)."""
+    return [{"concurrency": x, "tokensPerSecond": round(y, 2)} for x, y in points[:MAX_CURVE_POINTS]]
+
+
+def switching_fields(cal: Calibration) -> dict[str, object]:
+    """The spec.switching fields calibrate sets (camelCase, as in YAML). crossoverConcurrency is None when there
+    is no crossover: the caller removes the key."""
+    return {
+        "crossoverConcurrency": cal.crossover,
+        "hysteresis": cal.hysteresis,
+        "initialMode": cal.initial_mode,
+        "curves": {"speculative": curve_points(cal.speculative), "baseline": curve_points(cal.baseline)},
+    }

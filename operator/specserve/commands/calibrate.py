@@ -1,0 +1,127 @@
+"""`specserve calibrate SPEC.json BASE.json`: crossover, hysteresis, curves and adaptive config from two bench
+results; with --write, set them in a SpecServe YAML file (the rest of the file is kept)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from specserve.api.validation import InvalidSpecServe, parse_object
+from specserve.bench.calibrate import Calibration, Verdict, calibrate, sglang_adaptive_json, switching_fields
+from specserve.bench.curves import CurveError
+from specserve.bench.results import BenchFileError, load_result
+from specserve.bench.specyaml import SpecFileError, read_spec_doc, spec_doc_from_text, update_spec_text
+
+PROG = "specserve calibrate"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("speculative", metavar="SPEC.json", help="bench result of the speculative server")
+    parser.add_argument("baseline", metavar="BASE.json", help="bench result of the baseline server")
+    parser.add_argument(
+        "--num-steps", type=int, help="speculative steps below the crossover (default: the YAML's, else 3)"
+    )
+    parser.add_argument(
+        "--tolerance", type=float, default=0.05, help="curves this close (fraction) count as equal for the band"
+    )
+    parser.add_argument("--write", metavar="SPECSERVE.yaml", help="set the results in this SpecServe file")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return code
+
+
+def _report(cal: Calibration) -> dict[str, Any]:
+    return {
+        "verdict": cal.verdict.value,
+        "recommendation": {
+            Verdict.BASELINE_ONLY: "baseline only",
+            Verdict.SPECULATIVE_ONLY: "speculative only",
+            Verdict.CROSSOVER: "switch at the crossover",
+        }[cal.verdict],
+        "notes": cal.notes,
+        "spec": {
+            "switching": {k: v for k, v in switching_fields(cal).items() if v is not None},
+            "speculative": {"adaptiveConfig": cal.adaptive_config},
+        },
+        "sglangAdaptiveConfigFile": sglang_adaptive_json(cal.adaptive_config) if cal.adaptive_config else None,
+    }
+
+
+def _print_text(cal: Calibration) -> None:
+    for note in cal.notes:
+        print(note)
+    print()
+    print(f"crossover concurrency: {cal.crossover:g}" if cal.crossover is not None else "crossover concurrency: none")
+    print(f"hysteresis: {cal.hysteresis:g} (+-{cal.hysteresis * 100:.0f}% around the crossover)")
+    print(f"initial mode: {cal.initial_mode}")
+    print("curves (concurrency: speculative / baseline tok/s):")
+    spec = dict(cal.speculative)
+    base = dict(cal.baseline)
+    for x in sorted(set(spec) | set(base)):
+        s = f"{spec[x]:.1f}" if x in spec else "-"
+        b = f"{base[x]:.1f}" if x in base else "-"
+        print(f"  {x:g}: {s} / {b}")
+    if cal.adaptive_config is not None:
+        print(f"spec.speculative.adaptiveConfig: {json.dumps(cal.adaptive_config)}")
+        print(f"SGLang --speculative-adaptive-config file: {json.dumps(sglang_adaptive_json(cal.adaptive_config))}")
+
+
+def _num_steps(args: argparse.Namespace, spec_doc: Any) -> int:
+    if args.num_steps is not None:
+        if not 1 <= args.num_steps <= 32:
+            raise ValueError(f"--num-steps must be in 1..32, got {args.num_steps}")
+        return int(args.num_steps)
+    if isinstance(spec_doc, dict):
+        speculative = (spec_doc.get("spec") or {}).get("speculative") or {}
+        steps = speculative.get("numSteps") if isinstance(speculative, dict) else None
+        if isinstance(steps, int) and steps >= 1:
+            return steps
+    return 3
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec_result = load_result(args.speculative)
+        base_result = load_result(args.baseline)
+        if not 0 <= args.tolerance < 1:
+            raise ValueError(f"--tolerance must be in [0, 1), got {args.tolerance:g}")
+        spec_doc = read_spec_doc(Path(args.write)) if args.write else None
+        cal = calibrate(spec_result.curve(), base_result.curve(), _num_steps(args, spec_doc), args.tolerance)
+    except (BenchFileError, SpecFileError, CurveError, ValueError) as exc:
+        return _fail(str(exc))
+    for res, path in ((spec_result, args.speculative), (base_result, args.baseline)):
+        if not res.complete:
+            print(f"{PROG}: warning: {path} is a partial sweep ({res.error or 'incomplete'})", file=sys.stderr)
+    if args.json:
+        print(json.dumps(_report(cal), indent=2))
+    else:
+        _print_text(cal)
+    if args.write:
+        return _write(Path(args.write), cal)
+    return 0
+
+
+def _write(path: Path, cal: Calibration) -> int:
+    try:
+        text, notes = update_spec_text(path.read_text(encoding="utf-8"), cal, str(path))
+        parse_object(spec_doc_from_text(text, str(path)))
+    except SpecFileError as exc:
+        return _fail(str(exc))
+    except InvalidSpecServe as exc:
+        return _fail(f"{path}: not written, the result would be invalid: {exc}", 1)
+    except OSError as exc:
+        return _fail(f"{path}: cannot read ({exc.strerror or exc})", 1)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"{path}: cannot write ({exc.strerror or exc})", 1)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wrote spec.switching{' and spec.speculative.adaptiveConfig' if not notes else ''} to {path}")
+    return 0
