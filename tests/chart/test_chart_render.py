@@ -366,3 +366,26 @@ def test_args_parse_with_the_real_specserve_run(name: str) -> None:
         assert config.namespaces == ("llm", "llm-canary")
     else:
         assert args.all_namespaces and config.namespaces == ()
+
+
+def notes(*values: str) -> str:
+    args = [tool("helm"), "install", "ops", str(CHART), "--namespace", "specserve-system", "--dry-run=client"]
+    for value in values:
+        args += ["--set", value]
+    out = run(args).stdout
+    assert "NOTES:" in out
+    return out.split("NOTES:", 1)[1]
+
+
+def test_notes_describe_the_install() -> None:
+    default = notes()
+    assert "Watching: all namespaces" in default
+    assert "kept on uninstall" in default
+    assert "kubectl -n specserve-system rollout status deployment/ops-specserve" in default
+    listed = notes(
+        "watch.allNamespaces=false", "watch.namespaces={llm,llm-canary}", "crds.enabled=false",
+        "metrics.serviceMonitor.enabled=true",
+    )  # fmt: skip
+    assert "Watching: llm, llm-canary" in listed
+    assert "NOT managed by this release" in listed
+    assert "no ServiceMonitor was created" in listed
