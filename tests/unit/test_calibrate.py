@@ -1,0 +1,189 @@
+"""Calibration: crossover, hysteresis and adaptive config on synthetic curves with known answers, on the seed
+data (no crossover), and the `specserve calibrate` command including --write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specserve.api.validation import parse_object
+from specserve.bench.calibrate import (
+    SPEC_CAPTURE_SIZES,
+    Verdict,
+    adaptive_config_for,
+    calibrate,
+    crossings,
+    first_capture_size_at_least,
+    hysteresis_band,
+    sglang_adaptive_json,
+)
+from specserve.bench.curves import Curve, CurveError, interpolate
+from specserve.bench.specyaml import spec_doc_from_text
+from specserve.cli import main
+
+SEED = [
+    (1, 77.5, 92.6), (2, 125.1, 159.7), (5, 183.2, 292.5), (10, 239.6, 457.2),
+    (30, 299.5, 711.0), (70, 337.7, 784.2), (100, 338.8, 761.6), (250, 340.9, 772.1),
+]  # fmt: skip
+
+
+def curve(points: list[tuple[float, float]]) -> Curve:
+    return Curve.from_points(points)
+
+
+def test_interpolation_is_piecewise_linear_and_flat_outside() -> None:
+    xs, ys = (1.0, 10.0, 100.0), (100.0, 1000.0, 1900.0)
+    assert interpolate(xs, ys, 5.5) == pytest.approx(550.0)
+    assert interpolate(xs, ys, 55.0) == pytest.approx(1450.0)
+    assert interpolate(xs, ys, 10.0) == 1000.0
+    assert interpolate(xs, ys, 0.5) == 100.0
+    assert interpolate(xs, ys, 500.0) == 1900.0
+
+
+def test_curve_rejects_bad_points() -> None:
+    with pytest.raises(CurveError, match="no points"):
+        Curve.from_points([])
+    with pytest.raises(CurveError, match="> 0"):
+        Curve.from_points([(-1, 5)])
+    with pytest.raises(CurveError, match="non-finite"):
+        Curve.from_points([(1, float("nan"))])
+
+
+def test_known_crossover_is_solved_on_the_segment() -> None:
+    # difference +100 at 10 and -200 at 100, linear between: zero at 10 + 90 * 100/300 = 40
+    spec = curve([(1, 100), (10, 500), (100, 800)])
+    base = curve([(1, 50), (10, 400), (100, 1000)])
+    cal = calibrate(spec, base, num_steps=3)
+    assert cal.verdict is Verdict.CROSSOVER
+    assert cal.crossover == pytest.approx(40.0)
+    assert cal.initial_mode == "Speculative"
+    assert cal.adaptive_config == {"1": [3], "40": [0]}
+
+
+def test_crossover_between_points_of_different_grids() -> None:
+    # measured at different concurrencies: spec at 1, 20; base at 1, 10, 20
+    spec = curve([(1, 200), (20, 1200)])  # 200 + (x - 1) * 1000/19
+    base = curve([(1, 100), (10, 600), (20, 1600)])
+    found = crossings(spec, base)
+    assert len(found) == 1 and found[0][1] == -1
+    x = found[0][0]
+    assert spec.at(x) == pytest.approx(base.at(x))
+    assert 10 < x < 20
+
+
+def test_adaptive_key_is_the_first_capture_size_at_or_above_the_crossover() -> None:
+    assert first_capture_size_at_least(40.0) == 40
+    assert first_capture_size_at_least(33.2) == 40  # spec capture sizes: ..., 30, 32, 40, 44, ...
+    assert first_capture_size_at_least(9.0) == 10
+    assert adaptive_config_for(33.2, Verdict.CROSSOVER, 2) == {"1": [2], "40": [0]}
+    assert 256 in SPEC_CAPTURE_SIZES and 5 in SPEC_CAPTURE_SIZES
+    assert sglang_adaptive_json({"1": [3], "40": [0]}) == {
+        "1": {"candidate_steps": [3]},
+        "40": {"candidate_steps": [0]},
+    }
+
+
+def test_hysteresis_band_widens_when_curves_stay_close() -> None:
+    spec = curve([(1, 100), (10, 500), (100, 800)])
+    sharp = curve([(1, 10), (10, 100), (40, 650), (100, 5000)])
+    close = curve([(1, 99), (10, 499), (100, 801)])
+    x_sharp = crossings(spec, sharp)[0][0]
+    x_close = crossings(spec, close)[0][0]
+    assert hysteresis_band(spec, sharp, x_sharp) < hysteresis_band(spec, close, x_close)
+    assert hysteresis_band(spec, close, x_close) == 0.5  # capped
+    assert hysteresis_band(spec, sharp, x_sharp) >= 0.05  # floor
+
+
+def test_seed_data_has_no_crossover_and_recommends_baseline() -> None:
+    spec = curve([(c, s) for c, s, _ in SEED])
+    base = curve([(c, b) for c, _, b in SEED])
+    cal = calibrate(spec, base)
+    assert cal.verdict is Verdict.BASELINE_ONLY
+    assert cal.crossover is None
+    assert cal.initial_mode == "Baseline"
+    assert cal.adaptive_config == {"1": [0]}
+    assert "never wins" in cal.notes[0] and "baseline only" in cal.notes[0]
+
+
+def test_speculation_winning_everywhere_has_no_crossover() -> None:
+    cal = calibrate(curve([(1, 300), (64, 4000)]), curve([(1, 150), (64, 3000)]), num_steps=5)
+    assert cal.verdict is Verdict.SPECULATIVE_ONLY and cal.crossover is None
+    assert cal.adaptive_config == {"1": [5]}
+
+
+def _bench(path: Path, points: list[tuple[float, float]], label: str) -> str:
+    levels = [{"concurrency": c, "output_tokens_per_s": t, "requests": 10} for c, t in points]
+    path.write_text(json.dumps({"format": "specserve-bench/v1", "label": label, "levels": levels}))
+    return str(path)
+
+
+SPEC_YAML = """\
+# my deployment: keep this comment
+apiVersion: specserve.io/v1alpha1
+kind: SpecServe
+metadata:
+  name: llama
+spec:
+  model:
+    path: meta-llama/Llama-3.1-8B-Instruct  # the target
+  speculative:
+    draftModelPath: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
+    numSteps: 4
+  strategy: Adaptive
+  switching:
+    evaluationIntervalSeconds: 30
+"""
+
+
+def test_calibrate_command_writes_the_spec_and_keeps_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _bench(tmp_path / "s.json", [(1, 100), (10, 500), (100, 800)], "speculative")
+    base = _bench(tmp_path / "b.json", [(1, 50), (10, 400), (100, 1000)], "baseline")
+    yaml_path = tmp_path / "specserve.yaml"
+    yaml_path.write_text(SPEC_YAML)
+    assert main(["calibrate", spec, base, "--write", str(yaml_path)]) == 0
+    out = capsys.readouterr().out
+    assert "crossover concurrency: 40" in out
+    assert '"40": {"candidate_steps": [0]}' in out
+    text = yaml_path.read_text()
+    assert "# my deployment: keep this comment" in text and "# the target" in text
+    obj = parse_object(spec_doc_from_text(text, "x"))
+    sw = obj.spec.switching
+    assert sw.crossover_concurrency == 40 and sw.evaluation_interval_seconds == 30
+    assert sw.curves is not None and [p.tokens_per_second for p in sw.curves.baseline] == [50, 400, 1000]
+    assert obj.spec.speculative.adaptive_config == {"1": [4], "40": [0]}  # numSteps taken from the file
+
+
+def test_calibrate_command_on_seed_data_says_baseline_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _bench(tmp_path / "s.json", [(c, s) for c, s, _ in SEED], "speculative")
+    base = _bench(tmp_path / "b.json", [(c, b) for c, _, b in SEED], "baseline")
+    assert main(["calibrate", spec, base, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] == "baseline-only" and report["recommendation"] == "baseline only"
+    assert "crossoverConcurrency" not in report["spec"]["switching"]
+    assert report["spec"]["switching"]["initialMode"] == "Baseline"
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"levels": "x"}', "no 'levels' list"),
+        ('{"levels": [{"concurrency": 1}]}', "needs numeric concurrency and output_tokens_per_s"),
+        ('{"levels": [{"concurrency": -1, "output_tokens_per_s": 3}]}', "concurrency must be > 0"),
+    ],
+)
+def test_calibrate_rejects_malformed_bench_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, fragment: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    good = _bench(tmp_path / "g.json", [(1, 10)], "b")
+    assert main(["calibrate", str(bad), good]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+    assert main(["calibrate", str(tmp_path / "missing.json"), good]) == 2
+    assert "cannot read" in capsys.readouterr().err
