@@ -4,6 +4,7 @@ Kubernetes schemas (built-in kinds) or the SpecServe CRD (custom objects)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections import Counter
 from typing import Any
@@ -85,9 +86,16 @@ SCENARIOS: dict[str, tuple[dict[str, str], list[str]]] = {
 }
 
 
-def render(name: str) -> list[Obj]:
+@functools.cache
+def _rendered(name: str) -> str:
     values, apis = SCENARIOS[name]
-    return helm_template(values, apis)
+    return json.dumps(helm_template(values, apis))
+
+
+def render(name: str) -> list[Obj]:
+    """The scenario's objects (rendered once per session; each call returns a fresh copy)."""
+    objs: list[Obj] = json.loads(_rendered(name))
+    return objs
 
 
 def only(objs: list[Obj], kind: str) -> Obj:
