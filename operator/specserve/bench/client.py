@@ -143,6 +143,10 @@ async def probe(session: aiohttp.ClientSession, base_url: str) -> list[str]:
     """The served model names; BenchError with a one-line fix when the server cannot be used."""
     url = base_url + "/v1/models"
     try:
+        # SGLang answers /health with 503 while it loads the model; servers without /health (404) are fine
+        async with session.get(base_url + "/health", timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resp.status == 503:
+                raise BenchError(f"{base_url} is not ready yet (HTTP 503); wait for /health, or use --wait-ready")
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status == 503:
                 raise BenchError(f"{base_url} is not ready yet (HTTP 503); wait for /health, or use --wait-ready")

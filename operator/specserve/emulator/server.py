@@ -212,8 +212,8 @@ class Handlers:
         self, request: web.Request, req: Request, rid: str, model: str, kind: str, params: proto.GenParams
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        with contextlib.suppress(ConnectionError):
+        with contextlib.suppress(ConnectionError):  # the client went away: _generate aborts the request
+            await resp.prepare(request)
             if kind == "chat":
                 await resp.write(_sse(proto.chat_chunk(rid, model, {"role": "assistant", "content": ""})))
             async for start, stop in self._tokens(req):

@@ -17,12 +17,19 @@ from specserve.emulator.server import build_app
 @contextmanager
 def emulator_thread(config: EngineConfig, startup_seconds: float = 0.0, host: str = "127.0.0.1") -> Iterator[str]:
     """Serve the emulator until the block exits; yields its base URL."""
+    with app_thread(build_app(config, startup_seconds=startup_seconds), host) as url:
+        yield url
+
+
+@contextmanager
+def app_thread(app: web.Application, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve any aiohttp application until the block exits; yields its base URL."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     box: dict[str, object] = {}
 
     async def start() -> web.AppRunner:
-        runner = web.AppRunner(build_app(config, startup_seconds=startup_seconds), access_log=None)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, 0)
         await site.start()

@@ -1,0 +1,97 @@
+"""The bench's pure pieces: percentiles, windowed throughput, TPOT, level parsing, /metrics reading, prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specserve.bench.prompts import BUILTIN_PROMPTS, PromptFileError, load_prompts
+from specserve.bench.promtext import accept_length
+from specserve.bench.stats import RequestRecord, percentile, summarize, tpot, window_tokens
+from specserve.bench.sweep import SweepPlan, parse_levels
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([], 50) is None
+    assert percentile([3.0], 99) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
+    assert percentile(list(map(float, range(101))), 99) == pytest.approx(99.0)
+
+
+def _rec(start: float, times: list[float], tokens: int | None, end: float | None, chars: int = 4) -> RequestRecord:
+    return RequestRecord(
+        start=start, first_token=times[0] if times else None, end=end, completion_tokens=tokens,
+        chunks=[(t, chars) for t in times],
+    )  # fmt: skip
+
+
+def test_window_counts_only_chunks_inside_it() -> None:
+    a = _rec(0.0, [1.0, 2.0, 3.0, 4.0], 4, 4.0)  # 1 token per chunk
+    b = _rec(0.0, [2.5, 3.5], None, None)  # cut off: uses the level-wide ratio (1 token / 4 chars)
+    assert window_tokens([a, b], 1.5, 3.5) == pytest.approx(2 + 2)
+
+
+def test_window_uses_usage_to_convert_characters() -> None:
+    a = _rec(0.0, [1.0, 2.0], 10, 2.0, chars=20)  # 10 tokens over 40 chars
+    assert window_tokens([a], 0.0, 1.5) == pytest.approx(5)
+
+
+def test_tpot_is_sglangs_definition() -> None:
+    assert tpot(_rec(0.0, [1.0, 3.0], 5, 3.0)) == pytest.approx(0.5)
+    assert tpot(_rec(0.0, [1.0], 1, 1.0)) is None
+
+
+def test_summarize_reports_in_emulated_time() -> None:
+    recs = [_rec(0.0, [0.1 * i for i in range(1, 11)], 10, 1.0) for _ in range(2)]
+    stats = summarize(2, recs, 0.0, 1.0, errors=0, time_scale=10.0)
+    assert stats.output_tokens_per_s == pytest.approx(20 / 1.0 / 10)
+    assert stats.requests == 2 and stats.requests_per_s == pytest.approx(0.2)
+    assert stats.ttft_p50_s == pytest.approx(1.0)  # 0.1 s wall x 10
+    assert stats.window_s == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [("", "empty"), ("1,x", "not an integer"), ("0,2", ">= 1"), ("-3", ">= 1"), ("2,2", "twice")],
+)
+def test_bad_levels_are_rejected(text: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        parse_levels(text)
+
+
+def test_levels_and_default_counts() -> None:
+    assert parse_levels("1, 2,5") == [1, 2, 5]
+    assert SweepPlan().counts(100) == (100, 200)
+    assert SweepPlan().counts(1) == (1, 8)
+    assert SweepPlan(requests=3, warmup=0).counts(50) == (0, 3)
+
+
+def test_accept_length_from_metrics_text() -> None:
+    text = (
+        "# HELP sglang:spec_accept_length x\n# TYPE sglang:spec_accept_length gauge\n"
+        'sglang:spec_accept_length{tp_rank="0"} 2.5\nsglang:spec_accept_length{tp_rank="1"} 3.5\n'
+    )
+    assert accept_length(text) == pytest.approx(3.0)
+    assert accept_length("# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length 0\n") is None
+    assert accept_length("# TYPE other gauge\nother 1\n") is None
+    assert accept_length("garbage {{{") is None
+
+
+def test_prompts_builtin_and_files(tmp_path: Path) -> None:
+    assert load_prompts(None) == list(BUILTIN_PROMPTS) and len(BUILTIN_PROMPTS) >= 20
+    lines = tmp_path / "p.txt"
+    lines.write_text("first prompt\n\nsecond prompt\n")
+    assert load_prompts(str(lines)) == ["first prompt", "second prompt"]
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    assert load_prompts(str(jsonl)) == ["a", "b"]
+    js = tmp_path / "p.json"
+    js.write_text('["x", "y"]')
+    assert load_prompts(str(js)) == ["x", "y"]
+    empty = tmp_path / "e.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(PromptFileError, match="no prompts"):
+        load_prompts(str(empty))
+    with pytest.raises(PromptFileError, match="cannot read"):
+        load_prompts(str(tmp_path / "missing.txt"))

@@ -1,0 +1,125 @@
+"""`specserve bench` end to end against the emulator (short sweeps), and its handling of bad input: unreachable
+server, errors mid-sweep, a server still starting, bad flags. Timing-sensitive fidelity lives in
+scripts/bench_fidelity.py, not here; these tests assert the curve's shape and the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from specserve.cli import main
+from specserve.emulator.engine import EngineConfig, Mode
+from specserve.emulator.profile import load_profile
+from specserve.emulator.testing import app_thread, emulator_thread
+
+SEED = "seed-kimi-k25-rtxpro6000"
+
+
+def _config(mode: Mode, time_scale: float = 20.0, profile: str = SEED) -> EngineConfig:
+    return EngineConfig(profile=load_profile(profile), mode=mode, time_scale=time_scale)
+
+
+def _bench(url: str, out: Path, name: str, *extra: str) -> int:
+    return main(["bench", "--url", url, "--output-dir", str(out), "--name", name, "--quiet", *extra])
+
+
+def _levels(path: Path) -> dict[int, dict[str, Any]]:
+    return {lv["concurrency"]: lv for lv in json.loads(path.read_text())["levels"]}
+
+
+def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) -> None:
+    sweep = ["--levels", "1,4,24", "--max-tokens", "48", "--requests", "24", "--warmup", "4"]
+    with emulator_thread(_config(Mode.SPECULATIVE)) as url:
+        assert _bench(url, tmp_path, "spec", *sweep) == 0
+    with emulator_thread(_config(Mode.BASELINE)) as url:
+        assert _bench(url, tmp_path, "base", *sweep) == 0
+    for name in ("spec", "base"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        header = (tmp_path / f"{name}.csv").read_text().splitlines()[0]
+        assert header.startswith("concurrency,requests,errors,output_tokens_per_s")
+    spec, base = _levels(tmp_path / "spec.json"), _levels(tmp_path / "base.json")
+    doc = json.loads((tmp_path / "spec.json").read_text())
+    assert doc["complete"] and doc["label"] == "speculative" and doc["time_scale"] == 20.0
+    # the seed's shape: baseline ahead everywhere, by far at high concurrency; both grow with concurrency
+    assert base[24]["output_tokens_per_s"] > 1.8 * spec[24]["output_tokens_per_s"]
+    assert spec[1]["output_tokens_per_s"] < spec[4]["output_tokens_per_s"] < spec[24]["output_tokens_per_s"]
+    # and roughly the profile's numbers (loose: a unit test on a busy 2-core machine)
+    profile = load_profile(SEED)
+    assert base[24]["output_tokens_per_s"] == pytest.approx(profile.baseline.at(24), rel=0.3)
+    assert spec[4]["output_tokens_per_s"] == pytest.approx(profile.speculative.at(4), rel=0.3)
+    assert spec[4]["accept_length"] == pytest.approx(2.1) and base[4]["accept_length"] is None
+    assert all(lv["errors"] == 0 and lv["ttft_p50_s"] > 0 and lv["tpot_p99_s"] > 0 for lv in spec.values())
+    # two results -> one plot with two curves; then calibrate says baseline only
+    assert main(["bench", "--plot", str(tmp_path / "spec.json"), str(tmp_path / "base.json"),
+                 "--output-dir", str(tmp_path), "--name", "both"]) == 0  # fmt: skip
+    assert (tmp_path / "both.png").stat().st_size > 1000
+    assert main(["calibrate", str(tmp_path / "spec.json"), str(tmp_path / "base.json")]) == 0
+
+
+def test_unreachable_server_is_one_line_and_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _bench("http://127.0.0.1:9", tmp_path, "x", "--levels", "1") == 1
+    err = capsys.readouterr().err
+    assert "cannot reach http://127.0.0.1:9" in err and "--url" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_server_still_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with emulator_thread(_config(Mode.BASELINE, time_scale=1.0), startup_seconds=600) as url:
+        assert _bench(url, tmp_path, "x", "--levels", "1") == 1
+    assert "not ready yet (HTTP 503)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--levels", ""], "--levels is empty"),
+        (["--levels", "1,-2"], "concurrency must be >= 1"),
+        (["--max-tokens", "0"], "--max-tokens must be >= 1"),
+        (["--prompts", "/nonexistent/prompts.txt"], "cannot read the prompt file"),
+    ],
+)
+def test_bad_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], fragment: str) -> None:
+    assert _bench("http://127.0.0.1:9", tmp_path, "x", *flags) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
+
+
+def _flaky_app(good: int) -> web.Application:
+    """An OpenAI-compatible stub that serves `good` streamed requests, then fails every request with 500."""
+    served = {"n": 0}
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "stub"}]})
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        served["n"] += 1
+        if served["n"] > good:
+            return web.json_response({"object": "error", "message": "engine died", "code": 500}, status=500)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for _ in range(4):
+            await resp.write(b'data: {"choices": [{"index": 0, "delta": {"content": " tok"}}]}\n\n')
+        await resp.write(b'data: {"choices": [], "usage": {"completion_tokens": 4}}\n\ndata: [DONE]\n\n')
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def test_errors_mid_sweep_keep_partial_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with app_thread(_flaky_app(good=20)) as url:
+        code = _bench(url, tmp_path, "flaky", "--levels", "1,2,4", "--requests", "8", "--warmup", "1",
+                      "--max-errors", "3")  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "stopped early" in err and "HTTP 500: engine died" in err and "flaky.json" in err
+    doc = json.loads((tmp_path / "flaky.json").read_text())
+    assert doc["complete"] is False and "failed requests at concurrency" in doc["error"]
+    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]  # levels measured before the failure
+    assert (tmp_path / "flaky.csv").exists()
