@@ -50,6 +50,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         for ref in outcome.pruned:
             logger.info("pruned %s", ref)
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # The same credentials as specserve.kube.client: in-cluster service account or kubeconfig.
+        info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
+        return info
+
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, field="spec", registry=registry)

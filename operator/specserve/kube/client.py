@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 from urllib.parse import urlencode
 
@@ -40,7 +41,10 @@ class KubeClient:
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except k8s_config.ConfigException:
-            k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            # Read KUBECONFIG now: the client library captured it at import time.
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
+            )
         return cls(k8s.ApiClient(configuration))
 
     async def _call(

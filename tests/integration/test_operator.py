@@ -1,0 +1,338 @@
+"""The real operator (kopf + specserve.reconcile + KubeClient) against kmock's Kubernetes emulator over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from specserve.commands.run import serve
+from specserve.config import OperatorConfig
+from specserve.kube.client import KubeClient
+from specserve.kube.rbac import REQUIRED_RULES, allows
+from tests.integration.kube_emulator import ApplyingEmulator, emulated_cluster, write_kubeconfig
+
+NS = "llm"
+SPECSERVES = "specserve.io/v1alpha1/specserves"
+DEPLOYMENTS = "apps/v1/deployments"
+SERVICES = "v1/services"
+ROUTES = "gateway.networking.k8s.io/v1/httproutes"
+PODMONITORS = "monitoring.coreos.com/v1/podmonitors"
+RESYNC = 0.4
+WRITE_METHODS = {"POST", "PATCH", "PUT", "DELETE"}
+
+
+@dataclass
+class Cluster:
+    api: ApplyingEmulator
+    url: str
+    session: aiohttp.ClientSession
+
+    def obj(self, resource: str, name: str) -> dict[str, Any] | None:
+        try:
+            stored = self.api.objects[resource, NS, name]
+        except KeyError:
+            return None
+        if stored.deleted:
+            return None
+        raw: dict[str, Any] = copy.deepcopy(dict(stored.raw))
+        return raw
+
+    async def patch(self, resource: str, name: str, body: dict[str, Any], subresource: str = "") -> None:
+        path = _path(resource, name) + (f"/{subresource}" if subresource else "")
+        headers = {"Content-Type": "application/merge-patch+json"}
+        async with self.session.patch(self.url + path, json=body, headers=headers) as resp:
+            assert resp.status < 300, await resp.text()
+
+    async def delete(self, resource: str, name: str) -> None:
+        async with self.session.delete(self.url + _path(resource, name)) as resp:
+            assert resp.status < 300, await resp.text()
+
+    def writes_since(self, index: int) -> list[str]:
+        return [f"{r.method} {r.url.path}" for r in list(self.api)[index:] if r.method.value.upper() in WRITE_METHODS]
+
+    def request_count(self) -> int:
+        return len(list(self.api))
+
+
+def _res_str(res: Any) -> str:
+    group = res.group
+    return f"{group}/{res.version}/{res.plural}" if group else f"{res.version}/{res.plural}"
+
+
+def _path(resource: str, name: str) -> str:
+    parts = resource.split("/")
+    prefix = "/api/" + "/".join(parts[:-1]) if len(parts) == 2 else "/apis/" + "/".join(parts[:-1])
+    return f"{prefix}/namespaces/{NS}/{parts[-1]}/{name}"
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def specserve(doc: dict[str, Any], uid: str = "uid-kimi") -> dict[str, Any]:
+    body = copy.deepcopy(doc)
+    body["metadata"].update({"namespace": NS, "uid": uid, "resourceVersion": "1", "generation": 1})
+    return body
+
+
+@pytest.fixture()
+async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
+    async with emulated_cluster() as (api, url), aiohttp.ClientSession() as session:
+        kubeconfig = tmp_path / "kubeconfig"
+        write_kubeconfig(kubeconfig, url)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        # kopf logs in through the client library, which read KUBECONFIG when it was imported.
+        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        api.objects["v1/namespaces", None, NS] = {"metadata": {"name": NS, "resourceVersion": "1"}}
+        yield Cluster(api, url, session)
+
+
+@pytest.fixture()
+async def operator(cluster: Cluster) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    config = OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=False)
+    task = asyncio.create_task(serve(config, KubeClient.from_environment(), stop_flag=stop))
+    yield
+    stop.set()
+    # kopf ends its root task by cancellation once the stop flag has been honoured.
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=30)
+
+
+def condition(body: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for cond in ((body or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return None
+
+
+def mark_pods_ready(cluster: Cluster, name: str) -> Any:
+    deployment = cluster.obj(DEPLOYMENTS, name)
+    assert deployment is not None
+    replicas = deployment["spec"]["replicas"]
+    return cluster.patch(
+        DEPLOYMENTS,
+        name,
+        {"status": {"replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas}},
+        subresource="status",
+    )
+
+
+async def test_create_renders_owned_children_and_reports_readiness(
+    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
+) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+
+    await eventually(lambda: cluster.obj(ROUTES, "kimi-k25"), what="the HTTPRoute")
+    for resource, name in [
+        (DEPLOYMENTS, "kimi-k25-spec"),
+        (DEPLOYMENTS, "kimi-k25-base"),
+        (SERVICES, "kimi-k25-spec"),
+        (SERVICES, "kimi-k25-base"),
+        (PODMONITORS, "kimi-k25"),
+    ]:
+        child = cluster.obj(resource, name)
+        assert child is not None, f"{resource} {name} missing"
+        owners = child["metadata"]["ownerReferences"]
+        assert owners == [
+            {
+                "apiVersion": "specserve.io/v1alpha1",
+                "kind": "SpecServe",
+                "name": "kimi-k25",
+                "uid": "uid-kimi",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    route = cluster.obj(ROUTES, "kimi-k25")
+    assert route is not None
+    weights = {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
+    assert weights == {"kimi-k25-spec": 0, "kimi-k25-base": 100}  # initialMode: Baseline
+
+    ready = await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="status")
+    assert ready["status"] == "False" and ready["reason"] == "PoolsNotReady"
+
+    await mark_pods_ready(cluster, "kimi-k25-spec")
+    await mark_pods_ready(cluster, "kimi-k25-base")
+    await cluster.patch(
+        ROUTES,
+        "kimi-k25",
+        {
+            "status": {
+                "parents": [
+                    {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}
+                ]
+            }
+        },
+        subresource="status",
+    )
+    await eventually(
+        lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready") or {}).get("status") == "True",
+        what="Ready=True",
+    )
+    status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
+    assert status["activeMode"] == "Baseline"
+    assert status["weights"] == {"speculative": 0, "baseline": 100}
+    assert status["observedGeneration"] == 1
+    assert condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")["status"] == "False"  # type: ignore[index]
+
+
+async def test_steady_state_makes_no_writes(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await asyncio.sleep(RESYNC * 3)  # let kopf finish its own bookkeeping writes
+    start = cluster.request_count()
+    await asyncio.sleep(RESYNC * 6)  # several resync periods
+    assert cluster.request_count() > start, "the resync timer did not run: the window proves nothing"
+    assert cluster.writes_since(start) == []
+
+
+async def test_repairs_drift(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: cluster.obj(ROUTES, "kimi-k25"), what="the HTTPRoute")
+    await cluster.patch(DEPLOYMENTS, "kimi-k25-spec", {"spec": {"replicas": 7}})
+    await eventually(
+        lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["replicas"] == 1,  # type: ignore[index]
+        what="replicas restored by the resync",
+    )
+
+
+async def test_switching_knobs_do_not_restart_pods(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
+    await cluster.patch(
+        SPECSERVES,
+        "kimi-k25",
+        {
+            "metadata": {"generation": 2},
+            "spec": {"switching": {"hysteresis": 0.3, "minDwellSeconds": 900, "advisory": True}},
+        },
+    )
+    await eventually(
+        lambda: (cluster.obj(SPECSERVES, "kimi-k25") or {}).get("status", {}).get("observedGeneration") == 2,
+        what="generation 2 observed",
+    )
+    for name, old in before.items():
+        assert cluster.obj(DEPLOYMENTS, name)["spec"]["template"] == old["spec"]["template"]  # type: ignore[index]
+
+
+async def test_engine_change_rolls_pods_and_strategy_change_prunes(
+    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
+) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base"), what="baseline pool")
+    old_hash = cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["template"]["metadata"]["annotations"]  # type: ignore[index]
+
+    await cluster.patch(
+        SPECSERVES,
+        "kimi-k25",
+        {
+            "metadata": {"generation": 2},
+            "spec": {"strategy": "Restart", "engine": {"memFractionStatic": 0.8}},
+        },
+    )
+    await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-engine"), what="the Restart pool")
+    await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base") is None, what="baseline pool pruned")
+    assert cluster.obj(DEPLOYMENTS, "kimi-k25-spec") is None
+    assert cluster.obj(SERVICES, "kimi-k25-base") is None
+    engine = cluster.obj(DEPLOYMENTS, "kimi-k25-engine")
+    assert engine is not None
+    args = engine["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--speculative-algorithm" not in args  # Restart in Baseline mode runs plain decoding
+    assert args[args.index("--mem-fraction-static") + 1] == "0.8"
+    new_hash = engine["spec"]["template"]["metadata"]["annotations"]
+    assert new_hash["specserve.io/engine-config-hash"] != old_hash["specserve.io/engine-config-hash"]
+
+
+async def test_invalid_update_is_reported_and_disturbs_nothing(
+    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
+) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
+
+    await cluster.patch(
+        SPECSERVES,
+        "kimi-k25",
+        {
+            "metadata": {"generation": 2},
+            "spec": {"placement": {"gpusPerPod": 6}, "engine": {"extraArgs": ["--tp-size=2"]}},
+        },
+    )
+    degraded = await eventually(
+        lambda: (c := condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")) and c["status"] == "True" and c,
+        what="Degraded=True",
+    )
+    assert degraded["reason"] == "InvalidSpec"
+    assert "spec.placement.gpusPerPod" in degraded["message"]
+    assert "spec.engine.extraArgs" in degraded["message"]
+    assert degraded["observedGeneration"] == 2
+    status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
+    assert status["observedGeneration"] == 1  # generation 2 was not applied
+    await asyncio.sleep(RESYNC * 3)
+    for name, old in before.items():
+        assert cluster.obj(DEPLOYMENTS, name)["spec"] == old["spec"]  # type: ignore[index]
+
+    # Fixing the spec clears Degraded and applies it.
+    await cluster.patch(
+        SPECSERVES,
+        "kimi-k25",
+        {
+            "metadata": {"generation": 3},
+            "spec": {"placement": {"gpusPerPod": 8}, "engine": {"extraArgs": []}},
+        },
+    )
+    await eventually(
+        lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded") or {}).get("status") == "False",
+        what="Degraded=False after the fix",
+    )
+
+
+async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await cluster.delete(SPECSERVES, "kimi-k25")
+    await eventually(lambda: cluster.obj(SPECSERVES, "kimi-k25") is None, what="the SpecServe to go")
+    # kmock has no garbage collector: children go through their owner references in a real cluster
+    # (checked above); here the operator must simply not recreate or touch anything afterwards.
+    start = cluster.request_count()
+    await asyncio.sleep(RESYNC * 4)
+    assert cluster.writes_since(start) == []
+
+
+async def test_every_api_call_is_covered_by_declared_rbac(
+    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
+) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await cluster.patch(SPECSERVES, "kimi-k25", {"metadata": {"generation": 2}, "spec": {"strategy": "Restart"}})
+    await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base") is None, what="pruning")
+    verbs = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
+    uncovered = set()
+    for request in list(cluster.api):
+        if request.resource is None or not request.resource.plural:
+            continue  # discovery
+        verb = verbs[request.method.value.upper()]
+        if verb == "get" and request.name is None:
+            verb = "watch" if request.params.get("watch") in ("true", "1") else "list"
+        resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        if not allows(REQUIRED_RULES, request.resource.group, resource, verb):
+            uncovered.add((request.resource.group, resource, verb))
+    assert uncovered == set()
