@@ -1,0 +1,156 @@
+"""The CRD is generated from the models; the committed copy must match, and Kubernetes must accept its shape."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import celpy
+import jsonschema
+import pytest
+
+from specserve.api.crd import crd
+from specserve.api.models import SpecServeSpec
+from specserve.api.rules import RULES
+from specserve.commands.crd import render_crd_yaml
+from tests.conftest import EXAMPLES, ROOT, load_yaml
+from tests.unit.test_api import MINIMAL, with_
+
+COMMITTED = ROOT / "crds" / "specserve.io_specserves.yaml"
+
+
+def schema() -> dict[str, Any]:
+    result: dict[str, Any] = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return result
+
+
+def test_committed_crd_matches_the_models() -> None:
+    assert COMMITTED.read_text(encoding="utf-8") == render_crd_yaml(), (
+        "crds/ drifted from specserve.api.models: run `specserve crd -o crds/specserve.io_specserves.yaml`"
+    )
+
+
+def _walk(node: Any, path: str = "") -> Any:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+def test_schema_is_structural() -> None:
+    for path, node in _walk(schema()):
+        for forbidden in ("$ref", "anyOf", "oneOf", "patternProperties", "const", "title", "$defs"):
+            assert forbidden not in node, f"{forbidden} at {path}"
+        assert node.get("additionalProperties") is not False, path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if "default" in node:
+            assert node["default"] is not None, path
+        if path.endswith("properties") or path.endswith("x-kubernetes-validations") or "enum" in path:
+            continue
+        if "properties" in node or "items" in node:
+            assert "type" in node, f"no type at {path}"
+
+
+def test_printer_columns_and_names() -> None:
+    version = crd()["spec"]["versions"][0]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Ready",
+        "Strategy",
+        "Mode",
+        "Spec weight",
+        "Load",
+        "Age",
+    ]
+    assert version["subresources"] == {"status": {}}
+    names = crd()["spec"]["names"]
+    assert names["shortNames"] and names["categories"]
+
+
+def to_jsonschema(node: Any) -> Any:
+    """Kubernetes OpenAPI -> JSON Schema: boolean exclusive bounds become numeric ones."""
+    if isinstance(node, list):
+        return [to_jsonschema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: to_jsonschema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+    for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if out.get(bound) is True:
+            out[bound] = out.pop(limit)
+    return out
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_validate_against_the_crd_schema(path: Any) -> None:
+    jsonschema.validate(load_yaml(path), to_jsonschema(schema()))
+
+
+def test_schema_rejects_what_the_models_reject() -> None:
+    bad = {
+        "apiVersion": "specserve.io/v1alpha1",
+        "kind": "SpecServe",
+        "metadata": {"name": "x"},
+        "spec": with_({"pools.baseline.replicas": -1}),
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, to_jsonschema(schema()))
+
+
+# ------------------------------------------------------------------------------------------ CEL rules
+
+SAMPLES: list[dict[str, Any]] = [
+    MINIMAL,
+    with_({"placement.gpusPerPod": 6, "engine.tensorParallelSize": 4}),
+    with_({"placement.gpusPerPod": 8, "engine.tensorParallelSize": 4}),
+    with_({"speculative.draftModelPath": None}),
+    with_({"speculative.draftModelPath": None, "speculative.algorithm": "NGRAM"}),
+    with_({"speculative.numDraftTokens": 8}),
+    with_({"speculative.numDraftTokens": 4}),
+    with_({"speculative.numDraftTokens": 8, "speculative.eagleTopk": 4}),
+    with_({"strategy": "Adaptive", "speculative.eagleTopk": 4}),
+    with_({"strategy": "Adaptive", "speculative.algorithm": "NEXTN"}),
+    with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.9"}),
+    with_({"strategy": "Adaptive", "speculative.adaptiveConfig": {"1": [3], "16": [0]}}),
+    with_({"speculative.adaptiveConfig": {"1": [3]}}),
+    with_({"routing": {}}),
+    with_({"routing": {}, "strategy": "Restart"}),
+    with_({"model.cache": {"pvcName": "a", "hostPath": "/b"}}),
+    with_({"model.cache": {}}),
+    with_({"model.cache": {"hostPath": "/b"}}),
+    with_({"engine.extraArgs": ["--tp-size", "2"]}),
+    with_({"engine.extraArgs": ["--cuda-graph-max-bs-decode", "64"]}),
+    with_({"engine.extraArgs": ["--port=1"]}),
+    with_({"engine.extraArgs": ["--mem-frac"]}),
+    with_({"engine.env": [{"name": "SGLANG_ENABLE_SPEC_V2", "value": "1"}]}),
+    with_({"engine.env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}),
+    with_({"engine.attentionBackend": "fa4", "placement.gpuProduct": "NVIDIA-GeForce-RTX-5090"}),
+    with_({"engine.attentionBackend": "fa4", "placement.gpuProduct": "NVIDIA-H100-80GB-HBM3"}),
+    with_({"engine.attentionBackend": "fa4", "placement.sm120": True}),
+    with_({"engine.attentionBackend": "fa4", "placement.sm120": False, "placement.gpuProduct": "NVIDIA-RTX-5090"}),
+]
+
+
+def _as_api_server_sees_it(raw: dict[str, Any]) -> tuple[SpecServeSpec, Any]:
+    spec = SpecServeSpec.model_validate(raw)  # field rules and defaults only, as the schema applies them
+    return spec, celpy.json_to_cel(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.field)
+def test_cel_rule_agrees_with_its_python_twin(rule: Any) -> None:
+    env = celpy.Environment()
+    program = env.program(env.compile(rule.cel))
+    outcomes = set()
+    for sample in SAMPLES:
+        spec, activation = _as_api_server_sees_it(copy.deepcopy(sample))
+        cel_ok = bool(program.evaluate({"self": activation}))
+        assert cel_ok == rule.holds(spec), f"{rule.field}: CEL {cel_ok} on {json.dumps(sample)}"
+        outcomes.add(cel_ok)
+    assert outcomes == {True, False}, f"the samples never exercise both outcomes of {rule.field}"
+
+
+def test_crd_carries_every_rule() -> None:
+    rules = {v["rule"] for v in schema()["properties"]["spec"]["x-kubernetes-validations"]}
+    assert rules == {r.cel for r in RULES}
