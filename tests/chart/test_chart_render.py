@@ -154,7 +154,9 @@ def test_custom_validation_catches_bad_specserve() -> None:
     unknown["spec"]["engine"]["tensorParalelSize"] = 1
     bad_enum = json.loads(json.dumps(good))
     bad_enum["spec"]["strategy"] = "Sometimes"
-    for bad in (bad_type, unknown, bad_enum):
+    zero_crossover = json.loads(json.dumps(good))  # gt=0: an exclusiveMinimum boolean in the CRD
+    zero_crossover["spec"]["switching"]["crossoverConcurrency"] = 0
+    for bad in (bad_type, unknown, bad_enum, zero_crossover):
         assert validate_custom(bad, crd), bad["spec"]
 
 
