@@ -22,9 +22,7 @@ def render_helm_crd_yaml() -> str:
     other objects, and annotated `helm.sh/resource-policy: keep` when `crds.keep` (so that `helm uninstall`
     never deletes every SpecServe in the cluster with it)."""
     manifest = crd()
-    body = yaml.safe_dump(
-        {"spec": manifest["spec"]}, sort_keys=False, width=120, default_flow_style=False
-    )
+    body = yaml.safe_dump({"spec": manifest["spec"]}, sort_keys=False, width=120, default_flow_style=False)
     if "{{" in body or "}}" in body:
         raise ValueError("the CRD contains '{{' or '}}', which Helm would read as template actions")
     head = (
