@@ -1,0 +1,259 @@
+"""Rendering a SpecServe into Kubernetes objects: golden files, official schemas, and what each choice renders."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from specserve.api.models import Mode, SpecServe
+from specserve.api.validation import parse_object
+from specserve.render import render, to_yaml
+from specserve.render.engine import adaptive_steps
+from tests.conftest import EXAMPLES, ROOT, load_yaml
+from tests.unit.test_api import MINIMAL, with_
+
+GOLDEN = ROOT / "tests" / "golden"
+K8S_VERSION = "1.35.0"
+BUILTIN = {("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "ConfigMap")}
+
+
+def obj(spec: dict[str, Any], name: str = "m", uid: str | None = "uid-1") -> SpecServe:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+    if uid:
+        meta["uid"] = uid
+    return parse_object({"apiVersion": "specserve.io/v1alpha1", "kind": "SpecServe", "metadata": meta, "spec": spec})
+
+
+def by_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return result
+
+
+def flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_match_golden_files(path: Path) -> None:
+    rendered = to_yaml(render(parse_object(load_yaml(path))))
+    golden = GOLDEN / path.name
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(rendered, encoding="utf-8")
+    assert golden.read_text(encoding="utf-8") == rendered, (
+        f"re-run with UPDATE_GOLDEN=1 if {path.name} changed on purpose"
+    )
+
+
+SCENARIOS = {"example-" + p.stem: load_yaml(p)["spec"] for p in EXAMPLES} | {
+    "restart": with_({"strategy": "Restart"}),
+    "adaptive": with_({"strategy": "Adaptive", "switching.crossoverConcurrency": 12}),
+    "adaptive-default-config": with_({"strategy": "Adaptive"}),
+    "hostpath-token": with_({"model.cache": {"hostPath": "/mnt/models"}, "model.hfTokenSecret": {"name": "hf"}}),
+    "old-sglang": with_({"engine.sglangVersion": "0.5.9", "placement.gpuProduct": "NVIDIA-RTX-PRO-6000-Blackwell"}),
+    "no-route": with_({"strategy": "Restart", "routing": {}}),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_builtin_objects_are_valid_kubernetes(name: str) -> None:
+    for manifest in render(obj(SCENARIOS[name])):
+        if (manifest["apiVersion"], manifest["kind"]) in BUILTIN:
+            kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_everything_is_owned_and_labelled(name: str) -> None:
+    for manifest in render(obj(SCENARIOS[name])):
+        meta = manifest["metadata"]
+        assert meta["namespace"] == "ns"
+        assert meta["ownerReferences"][0]["uid"] == "uid-1"
+        assert meta["ownerReferences"][0]["controller"] is True
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "specserve"
+
+
+def test_offline_render_has_no_owner() -> None:
+    assert all("ownerReferences" not in m["metadata"] for m in render(obj(MINIMAL, uid=None)))
+
+
+def test_traffic_split_runs_two_flavours_and_weights_follow_the_mode() -> None:
+    out = render(obj(MINIMAL), Mode.SPECULATIVE)
+    spec_args, base_args = (container(d)["args"] for d in by_kind(out, "Deployment"))
+    assert flag(spec_args, "--speculative-algorithm") == "EAGLE3"
+    assert flag(spec_args, "--speculative-draft-model-path") == "org/eagle3-head"
+    assert flag(spec_args, "--speculative-num-draft-tokens") == "4"  # steps 3 + 1 with topk 1
+    assert not any(a.startswith("--speculative") for a in base_args)
+    for args in (spec_args, base_args):
+        assert flag(args, "--host") == "0.0.0.0"
+        assert "--enable-metrics" in args
+    (route,) = by_kind(out, "HTTPRoute")
+    refs = route["spec"]["rules"][0]["backendRefs"]
+    assert [(r["name"], r["weight"], r["group"], r["kind"], r["port"]) for r in refs] == [
+        ("m-spec", 100, "", "Service", 30000),
+        ("m-base", 0, "", "Service", 30000),
+    ]
+    route_b = by_kind(render(obj(MINIMAL), Mode.BASELINE), "HTTPRoute")[0]
+    assert [r["weight"] for r in route_b["spec"]["rules"][0]["backendRefs"]] == [0, 100]
+
+
+def test_traffic_never_goes_to_a_pool_without_replicas() -> None:
+    out = render(obj(with_({"pools": {"speculative": {"replicas": 0}, "baseline": {"replicas": 2}}})), Mode.SPECULATIVE)
+    assert [r["weight"] for r in by_kind(out, "HTTPRoute")[0]["spec"]["rules"][0]["backendRefs"]] == [0, 100]
+
+
+def test_restart_runs_one_pool_in_the_active_mode() -> None:
+    spec = with_({"strategy": "Restart"})
+    (speculative,) = by_kind(render(obj(spec), Mode.SPECULATIVE), "Deployment")
+    (baseline,) = by_kind(render(obj(spec), Mode.BASELINE), "Deployment")
+    assert speculative["metadata"]["name"] == baseline["metadata"]["name"] == "m-engine"
+    assert "--speculative-algorithm" in container(speculative)["args"]
+    assert "--speculative-algorithm" not in container(baseline)["args"]
+    # The selector is immutable in a Deployment, so the mode must not be part of it.
+    assert speculative["spec"]["selector"] == baseline["spec"]["selector"]
+    assert speculative["spec"]["template"]["metadata"]["labels"]["specserve.io/mode"] == "speculative"
+
+
+def test_adaptive_renders_sglang_config_file_with_drafting_off_above_the_crossover() -> None:
+    out = render(obj(with_({"strategy": "Adaptive", "switching.crossoverConcurrency": 12})))
+    (configmap,) = by_kind(out, "ConfigMap")
+    config = json.loads(configmap["data"]["adaptive-config.json"])
+    assert config == {"1": {"candidate_steps": [3]}, "12": {"candidate_steps": [0]}}
+    (deployment,) = by_kind(out, "Deployment")
+    args = container(deployment)["args"]
+    assert "--speculative-adaptive" in args
+    path = flag(args, "--speculative-adaptive-config")
+    mounts = {m["name"]: m["mountPath"] for m in container(deployment)["volumeMounts"]}
+    assert path == f"{mounts['adaptive-config']}/adaptive-config.json"
+
+
+def test_adaptive_without_crossover_or_config_uses_sglang_defaults() -> None:
+    out = render(obj(with_({"strategy": "Adaptive"})))
+    assert by_kind(out, "ConfigMap") == []
+    assert "--speculative-adaptive-config" not in container(by_kind(out, "Deployment")[0])["args"]
+
+
+def test_adaptive_config_change_rolls_pods() -> None:
+    a = with_({"strategy": "Adaptive", "speculative.adaptiveConfig": {"1": [3], "16": [0]}})
+    b = with_({"strategy": "Adaptive", "speculative.adaptiveConfig": {"1": [3], "32": [0]}})
+    hashes = [by_kind(render(obj(s)), "Deployment")[0]["spec"]["template"]["metadata"]["annotations"] for s in (a, b)]
+    assert hashes[0]["specserve.io/engine-config-hash"] != hashes[1]["specserve.io/engine-config-hash"]
+
+
+def test_switching_knobs_leave_workloads_untouched() -> None:
+    before = render(obj(MINIMAL))
+    after = render(obj(with_({"switching": {"hysteresis": 0.4, "minDwellSeconds": 60, "advisory": True}})))
+    assert by_kind(before, "Deployment") == by_kind(after, "Deployment")
+
+
+@pytest.mark.parametrize(
+    ("product", "sm120"),
+    [
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", True),
+        ("NVIDIA-GeForce-RTX-5090", True),
+        ("NVIDIA-H100-80GB-HBM3", False),
+    ],
+)
+def test_sm120_placements_get_safe_engine_settings(product: str, sm120: bool) -> None:
+    out = render(obj(with_({"placement.gpuProduct": product})))
+    deployment = by_kind(out, "Deployment")[0]
+    args = container(deployment)["args"]
+    assert (flag(args, "--attention-backend") == "flashinfer") is sm120
+    assert ("--enforce-disable-flashinfer-allreduce-fusion" in args) is sm120
+    terms = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [product]}]}]
+
+
+def test_user_backend_wins_over_the_sm120_default() -> None:
+    out = render(obj(with_({"placement.sm120": True, "engine.attentionBackend": "triton"})))
+    assert flag(container(by_kind(out, "Deployment")[0])["args"], "--attention-backend") == "triton"
+
+
+def test_old_release_gets_the_spec_v2_env_var_and_its_own_flags() -> None:
+    out = render(obj(with_({"engine.sglangVersion": "0.5.9", "placement.sm120": True})))
+    spec_pool, base_pool = by_kind(out, "Deployment")
+    assert {"name": "SGLANG_ENABLE_SPEC_V2", "value": "True"} in container(spec_pool)["env"]
+    assert "env" not in container(base_pool)  # plain decoding needs no spec v2
+    assert "--enforce-disable-flashinfer-allreduce-fusion" not in container(spec_pool)["args"]  # absent in 0.5.9
+    assert container(spec_pool)["image"].endswith(":0.5.9-cu130")
+
+
+def test_new_release_needs_no_env_var() -> None:
+    out = render(obj(MINIMAL))
+    assert all("env" not in container(d) for d in by_kind(out, "Deployment"))
+
+
+def test_gpu_resources_probes_and_draining() -> None:
+    spec = with_(
+        {
+            "placement.gpusPerPod": 2,
+            "engine.tensorParallelSize": 2,
+            "engine.startupTimeoutSeconds": 1230,
+            "engine.terminationGracePeriodSeconds": 300,
+        }
+    )
+    deployment = by_kind(render(obj(spec)), "Deployment")[0]
+    c = container(deployment)
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "2" == c["resources"]["requests"]["nvidia.com/gpu"]
+    startup = c["startupProbe"]
+    assert startup["httpGet"]["path"] == "/health_generate"
+    budget = startup["initialDelaySeconds"] + startup["periodSeconds"] * startup["failureThreshold"]
+    assert 1230 <= budget < 1230 + startup["periodSeconds"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health_generate"
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 300
+    drain = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert "sglang:num_running_reqs" in drain[-1] and "end=time.time()+290" in drain[-1]
+    compile(drain[-1], "preStop", "exec")  # the drain script is valid Python
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+
+
+def test_extra_args_and_env_are_passed_through() -> None:
+    spec = with_(
+        {
+            "engine.extraArgs": ["--cuda-graph-max-bs-decode", "64"],
+            "engine.env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+            "model.hfTokenSecret": {"name": "hf"},
+        }
+    )
+    c = container(by_kind(render(obj(spec)), "Deployment")[0])
+    assert c["args"][-2:] == ["--cuda-graph-max-bs-decode", "64"]
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in c["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in c["env"]
+
+
+def test_values_cannot_break_the_yaml() -> None:
+    nasty = 'x": 1\n  evil: [' + "'{{ }}'"
+    out = render(obj(with_({"model.servedName": nasty})))
+    assert flag(container(by_kind(out, "Deployment")[0])["args"], "--served-model-name") == nasty
+    assert list(yaml.safe_load_all(to_yaml(out))) == out
+
+
+def test_podmonitor_only_when_asked() -> None:
+    assert by_kind(render(obj(MINIMAL)), "PodMonitor") == []
+    (pm,) = by_kind(
+        render(obj(with_({"monitoring": {"podMonitor": True, "labels": {"release": "kps"}}}))), "PodMonitor"
+    )
+    assert pm["metadata"]["labels"]["release"] == "kps"
+    assert pm["spec"]["podMetricsEndpoints"][0]["path"] == "/metrics"
+
+
+def test_adaptive_steps_edges() -> None:
+    assert adaptive_steps(obj(with_({"strategy": "Adaptive", "switching.crossoverConcurrency": 0.5})).spec) == {
+        "1": [0]
+    }
+    assert adaptive_steps(obj(with_({"strategy": "Adaptive", "switching.crossoverConcurrency": 7.2})).spec) == {
+        "1": [3],
+        "8": [0],
+    }
