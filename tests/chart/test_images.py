@@ -12,7 +12,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
+from specserve.versions import default_image
 from tests.chart.chartlib import REPO, tool
 
 SGLANG_VERSION = "0.5.23"
@@ -197,3 +199,12 @@ def test_no_patch_evidence_matches_the_pinned_wheel(site_packages: Path) -> None
     for path, line, text in evidence:
         lines = (site_packages / path).read_text(encoding="utf-8").splitlines()
         assert text in lines[int(line) - 1], f"{path}:{line} is now {lines[int(line) - 1].strip()!r}"
+
+
+def test_image_references_agree_with_the_docs() -> None:
+    """docs/images.md names the image references the chart and the operator actually use."""
+    docs = (REPO / "docs" / "images.md").read_text(encoding="utf-8")
+    values = yaml.safe_load((REPO / "charts" / "specserve" / "values.yaml").read_text(encoding="utf-8"))
+    assert f"`{values['image']['repository']}:" in docs
+    assert f"`{default_image(SGLANG_VERSION)}`" in docs
+    assert default_image(SGLANG_VERSION).endswith(f"{SGLANG_VERSION}-cu130")
