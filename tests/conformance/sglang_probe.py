@@ -37,7 +37,7 @@ from typing import Any
 NO_ACCELERATOR = "No accelerator ("
 
 
-class ParserRejected(Exception):
+class ParserRejectedError(Exception):
     pass
 
 
@@ -45,12 +45,12 @@ class _RaisingParser(argparse.ArgumentParser):
     """argparse calls error() for unknown, ambiguous and malformed flags; raise instead of exiting."""
 
     def error(self, message: str) -> Any:
-        raise ParserRejected(message)
+        raise ParserRejectedError(message)
 
 
 @functools.cache
 def _parser() -> argparse.ArgumentParser:
-    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.server_args import ServerArgs  # noqa: PLC0415 - only inside the SGLang env
 
     parser = _RaisingParser(prog="sglang.launch_server", allow_abbrev=True)
     ServerArgs.add_cli_args(parser)
@@ -89,14 +89,14 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
-    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.server_args import ServerArgs  # noqa: PLC0415 - only inside the SGLang env
 
     result: dict[str, Any] = {"id": case["id"]}
     with _environment(case.get("env", {})), tempfile.TemporaryDirectory() as tmp:
         argv = _materialise(list(case["argv"]), case.get("files", {}), tmp)
         try:
             namespace = _parser().parse_args(argv)
-        except ParserRejected as exc:
+        except ParserRejectedError as exc:
             result.update(parse="rejected", parse_error=str(exc), from_cli_args="skipped")
             return result
         except SystemExit as exc:  # a custom action that exits on its own
@@ -132,7 +132,7 @@ def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
 def _adaptive_case(case: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"id": case["id"]}
     try:
-        from sglang.srt.speculative import adaptive_spec_params as asp
+        from sglang.srt.speculative import adaptive_spec_params as asp  # noqa: PLC0415
     except ImportError as exc:
         result.update(status="absent", error=_error_text(exc))
         return result
