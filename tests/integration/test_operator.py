@@ -336,3 +336,21 @@ async def test_every_api_call_is_covered_by_declared_rbac(
         if not allows(REQUIRED_RULES, request.resource.group, resource, verb):
             uncovered.add((request.resource.group, resource, verb))
     assert uncovered == set()
+
+
+async def test_children_are_server_side_applied_by_the_specserve_field_manager(
+    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
+) -> None:
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    child_patches = [
+        r
+        for r in list(cluster.api)
+        if r.method.value == "PATCH" and r.resource is not None and r.resource.plural != "specserves"
+    ]
+    assert {r.name for r in child_patches} == {"kimi-k25-spec", "kimi-k25-base", "kimi-k25"}
+    for request in child_patches:
+        assert request.headers["Content-Type"] == "application/apply-patch+yaml"
+        assert request.params["fieldManager"] == "specserve" and request.params["force"] == "true"
+        assert request.data["metadata"]["name"] == request.name  # a whole object, not a patch fragment
+    assert not [r for r in list(cluster.api) if r.method.value in ("POST", "PUT") and r.resource is not None]

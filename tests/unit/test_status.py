@@ -1,0 +1,124 @@
+"""Status conditions: Kubernetes transition semantics, the Ready roll-up, and Degraded kept beside it."""
+
+from __future__ import annotations
+
+from specserve.api.models import ConditionStatus, Mode, SpecServeStatus, Strategy, Weights
+from specserve.status import (
+    DEGRADED,
+    READY,
+    Observation,
+    PoolHealth,
+    RouteHealth,
+    invalid_status,
+    observed_status,
+    set_condition,
+)
+
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+
+
+def pool(name: str, desired: int = 1, ready: int = 1) -> PoolHealth:
+    return PoolHealth(name, desired, ready, ready, True)
+
+
+def seen(**kw: object) -> Observation:
+    base: dict[str, object] = {
+        "generation": 3,
+        "strategy": Strategy.TRAFFIC_SPLIT,
+        "mode": Mode.SPECULATIVE,
+        "weights": Weights(speculative=100, baseline=0),
+        "speculative_pool": pool("m-spec"),
+        "baseline_pool": pool("m-base"),
+        "route": RouteHealth(True, True),
+    }
+    return Observation(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def cond(status: SpecServeStatus, type_: str) -> tuple[str, str]:
+    (c,) = [c for c in status.conditions if c.type == type_]
+    return c.status.value, c.reason
+
+
+def test_transition_time_moves_only_when_the_status_changes() -> None:
+    conds = set_condition([], READY, ConditionStatus.FALSE, "A", "m", 1, T0)
+    conds = set_condition(conds, READY, ConditionStatus.FALSE, "B", "other message", 2, T1)
+    assert conds[0].last_transition_time == T0 and conds[0].reason == "B" and conds[0].observed_generation == 2
+    conds = set_condition(conds, READY, ConditionStatus.TRUE, "C", "", 2, T1)
+    assert conds[0].last_transition_time == T1
+
+
+def test_all_ready_rolls_up_to_ready() -> None:
+    status = observed_status(SpecServeStatus(), seen(), T0)
+    assert cond(status, READY) == ("True", "Serving")
+    assert cond(status, DEGRADED) == ("False", "AsExpected")
+    assert status.observed_generation == 3
+    assert [c.type for c in status.conditions] == [
+        "Ready",
+        "SpeculativePoolReady",
+        "BaselinePoolReady",
+        "RouteReady",
+        "MetricsAvailable",
+        "Switching",
+        "Degraded",
+    ]
+    assert all(c.observed_generation == 3 for c in status.conditions)
+
+
+def test_a_loading_pool_keeps_ready_false() -> None:
+    status = observed_status(SpecServeStatus(), seen(baseline_pool=pool("m-base", ready=0)), T0)
+    assert cond(status, READY) == ("False", "PoolsNotReady")
+    assert cond(status, "BaselinePoolReady") == ("False", "PodsNotReady")
+
+
+def test_pending_route_keeps_ready_false() -> None:
+    status = observed_status(SpecServeStatus(), seen(route=RouteHealth(True, None, "waiting")), T0)
+    assert cond(status, READY) == ("False", "RouteNotReady")
+    assert cond(status, "RouteReady") == ("Unknown", "Pending")
+
+
+def test_pool_scaled_to_zero_is_ready_by_spec() -> None:
+    status = observed_status(SpecServeStatus(), seen(baseline_pool=pool("m-base", desired=0, ready=0)), T0)
+    assert cond(status, READY) == ("True", "Serving")
+
+
+def test_single_pool_strategies_report_the_unused_flavour() -> None:
+    restart = observed_status(
+        SpecServeStatus(),
+        seen(strategy=Strategy.RESTART, mode=Mode.BASELINE, speculative_pool=None, weights=None),
+        T0,
+    )
+    assert cond(restart, "SpeculativePoolReady") == ("False", "Inactive")
+    assert cond(restart, READY) == ("True", "Serving")  # the inactive flavour is not required
+
+
+def test_invalid_spec_degrades_without_touching_the_rest() -> None:
+    good = observed_status(SpecServeStatus(), seen(), T0)
+    bad = invalid_status(good, 4, "spec.x: broken", T1)
+    assert cond(bad, DEGRADED) == ("True", "InvalidSpec")
+    assert cond(bad, READY) == ("True", "Serving")  # still serving the last good spec
+    assert bad.observed_generation == 3
+    assert bad.active_mode == good.active_mode
+
+
+def test_api_failures_degrade_and_unready() -> None:
+    status = observed_status(SpecServeStatus(), seen(problems=("Deployment/m-spec: HTTP 403",)), T0)
+    assert cond(status, READY) == ("False", "ReconcileFailed")
+    assert cond(status, DEGRADED) == ("True", "ReconcileFailed")
+    assert status.observed_generation is None
+
+
+def test_pool_health_from_a_live_deployment() -> None:
+    live = {
+        "metadata": {"generation": 2},
+        "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2},
+    }
+    assert PoolHealth.observe("p", 2, live).condition()[0] == ConditionStatus.FALSE  # controller has not caught up
+    live["status"]["observedGeneration"] = 2  # type: ignore[index]
+    assert PoolHealth.observe("p", 2, live).condition()[0] == ConditionStatus.TRUE
+    assert PoolHealth.observe("p", 1, None).condition()[1] == "PodsNotReady"
+
+
+def test_route_health_reads_gateway_status() -> None:
+    rejected = {"status": {"parents": [{"conditions": [{"type": "Accepted", "status": "False", "message": "no"}]}]}}
+    assert RouteHealth.observe(True, rejected).condition() == (ConditionStatus.FALSE, "NotAccepted", "no")
+    assert RouteHealth.observe(False, None).condition()[1] == "NotRequested"
