@@ -65,9 +65,10 @@ class Pool:
 
 
 def base_labels(name: str) -> dict[str, str]:
+    # No app.kubernetes.io/instance: Argo CD's label tracking reads it as "belongs to the Application of
+    # that name" and would prune these objects. specserve.io/instance says which SpecServe owns them.
     return {
         "app.kubernetes.io/name": "sglang",
-        "app.kubernetes.io/instance": name,
         "app.kubernetes.io/component": "inference-engine",
         "app.kubernetes.io/managed-by": MANAGED_BY,
         LABEL_INSTANCE: name,
