@@ -10,9 +10,10 @@ from typing import Any
 import kopf
 
 from specserve import telemetry
-from specserve.api.models import GROUP, PLURAL, VERSION
+from specserve.api.models import GROUP, PLURAL, VERSION, ConditionStatus
 from specserve.config import OperatorConfig
 from specserve.reconcile import Kube, Outcome, reconcile
+from specserve.status import READY
 
 
 def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -29,6 +30,11 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
         telemetry.APPLIES.labels(ns, name, ref.split("/")[0]).inc()
     for ref in outcome.pruned:
         telemetry.PRUNES.labels(ns, name, ref.split("/")[0]).inc()
+    if outcome.status is not None:
+        ready = any(c.type == READY and c.status == ConditionStatus.TRUE for c in outcome.status.conditions)
+        telemetry.READY.labels(ns, name).set(1 if ready else 0)
+        if outcome.status.weights is not None:
+            telemetry.SPECULATIVE_WEIGHT.labels(ns, name).set(outcome.status.weights.speculative)
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:

@@ -50,6 +50,7 @@ class Outcome:
     status_written: bool = False
     invalid: str | None = None  # the message, when the spec was rejected
     newly_invalid: bool = False  # the rejection is new (emit one event, not one per resync)
+    status: SpecServeStatus | None = None  # the status after this reconcile
 
 
 def _now() -> str:
@@ -90,7 +91,7 @@ async def reconcile(kube: Kube, body: Mapping[str, Any], now: Callable[[], str] 
         message = f"not applied, running pods are left as they are: {exc}"
         new = invalid_status(old, generation, message, now())
         written = await _write_status(kube, body, old, new)
-        return Outcome(status_written=written, invalid=str(exc), newly_invalid=written)
+        return Outcome(status_written=written, invalid=str(exc), newly_invalid=written, status=new)
 
     mode = active_mode(obj, old)
     desired = render(obj, mode)
@@ -137,7 +138,7 @@ async def reconcile(kube: Kube, body: Mapping[str, Any], now: Callable[[], str] 
     )
     new = observed_status(old, seen, now())
     written = await _write_status(kube, body, old, new)
-    return Outcome(applied=tuple(applied), pruned=tuple(pruned), status_written=written)
+    return Outcome(applied=tuple(applied), pruned=tuple(pruned), status_written=written, status=new)
 
 
 async def _prune(kube: Kube, obj: SpecServe, desired: list[JSON], problems: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from specserve import telemetry
 from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import KubeClient
@@ -191,6 +192,10 @@ async def test_create_renders_owned_children_and_reports_readiness(
     assert status["weights"] == {"speculative": 0, "baseline": 100}
     assert status["observedGeneration"] == 1
     assert condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")["status"] == "False"  # type: ignore[index]
+    labels = {"namespace": NS, "name": "kimi-k25"}
+    await eventually(lambda: telemetry.REGISTRY.get_sample_value("specserve_ready", labels) == 1.0, what="metric")
+    assert telemetry.REGISTRY.get_sample_value("specserve_speculative_weight", labels) == 0.0
+    assert (telemetry.REGISTRY.get_sample_value("specserve_reconciles_total", {**labels, "result": "ok"}) or 0) > 0
 
 
 async def test_steady_state_makes_no_writes(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
