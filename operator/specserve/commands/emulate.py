@@ -27,6 +27,7 @@ from specserve.emulator.profile import (
 from specserve.emulator.server import build_app
 
 DEFAULT_PROFILE = "seed-kimi-k25-rtxpro6000"
+PROG = "specserve emulate"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +122,7 @@ async def serve(app: web.Application, host: str, port: int, duration: float | No
         await runner.cleanup()
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     if args.list_profiles:
         for name in shipped_profiles():
             p = load_profile(name)
@@ -144,3 +145,13 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head)
+        return 1
+    except Exception as exc:  # last resort: one line instead of a traceback
+        print(f"{PROG}: unexpected error: {type(exc).__name__}: {exc} (please report it)", file=sys.stderr)
+        return 1
