@@ -94,9 +94,12 @@ class ModelSpec(Model):
 
 # ----------------------------------------------------------------------------------------------- speculative
 
-AdaptiveConfig = dict[
-    Annotated[str, Field(pattern=r"^[0-9]+$")],
-    Annotated[list[Annotated[int, Field(ge=0, le=32)]], Field(min_length=1, max_length=16)],
+AdaptiveConfig = Annotated[
+    dict[
+        Annotated[str, Field(pattern=r"^[0-9]+$", max_length=6)],
+        Annotated[list[Annotated[int, Field(ge=0, le=32)]], Field(min_length=1, max_length=16)],
+    ],
+    Field(max_length=32),
 ]
 
 
@@ -174,7 +177,8 @@ class EngineSpec(Model):
         default=None, description="--attention-backend; SM120 placements default to flashinfer."
     )
     port: int = Field(default=30000, ge=1024, le=65535, description="Port SGLang listens on.")
-    extra_args: list[Annotated[str, Field(min_length=1)]] = Field(
+    # Bounded lengths keep the CEL rules' estimated cost within the API server's budget.
+    extra_args: list[Annotated[str, Field(min_length=1, max_length=1024)]] = Field(
         default_factory=list,
         max_length=128,
         description="More SGLang flags; they may not set flags the operator owns.",
@@ -212,6 +216,7 @@ class PlacementSpec(Model):
     gpu_product: str | None = Field(
         default=None,
         min_length=1,
+        max_length=253,
         description="Required nvidia.com/gpu.product node label, e.g. NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition.",
     )
     node_selector: dict[str, str] = Field(default_factory=dict)
