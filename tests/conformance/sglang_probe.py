@@ -5,7 +5,7 @@ once per batch of cases:
 
     {"cli": [{"id": str, "argv": [str, ...], "env": {str: str}, "files": {argv_value: file_content}}],
      "adaptive": [{"id": str, "config": str, "initial_steps": int, "batch_sizes": [int],
-                   "cuda_graph_bs": [int] | null}]}
+                   "cuda_graph_bs": [int] | null, "argv": [str] | null, "cuda_graph_max_bs": int}]}
 
 For each cli case, SGLang's own argparse parser (ServerArgs.add_cli_args) parses argv; if it accepts,
 ServerArgs.from_cli_args builds the record. `files` maps argv values that are paths inside the pod (e.g. the
@@ -15,7 +15,8 @@ release's own "no accelerator" check (0.5.9's __post_init__ asks torch for a dev
 
 For each adaptive case, SGLang's adaptive_spec_params (0.5.2x) loads the JSON from a file with its own
 _load_adaptive_config / resolve_candidate_steps_from_config, and AdaptiveSpeculativeParams routes each batch size to
-a slot exactly as the engine does (pad to a CUDA-graph batch size when given, then the largest key <= it).
+a slot exactly as the engine does (pad to a CUDA-graph batch size, then the largest key <= it). With `argv`, the
+padding uses the batch sizes SGLang's generate_decode_cuda_graph_batch_sizes captures for that command line.
 
 Only the standard library and sglang are imported here; the file is also linted with the project's tests.
 """
@@ -144,7 +145,18 @@ def _adaptive_case(case: dict[str, Any]) -> dict[str, Any]:
             _cfg, entries = asp._load_adaptive_config(path)
             candidates = asp.resolve_candidate_steps_from_config(path)
             params = asp.AdaptiveSpeculativeParams(initial_steps=case["initial_steps"], cfg_path=path)
-            params.set_cuda_graph_bs(case.get("cuda_graph_bs"))
+            capture = case.get("cuda_graph_bs")
+            if case.get("argv") is not None:
+                # The decode CUDA-graph batch sizes SGLang captures for this command line, from its own function.
+                from sglang.srt.arg_groups.cuda_graph_hook import (  # noqa: PLC0415
+                    generate_decode_cuda_graph_batch_sizes,
+                )
+                from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
+
+                record = ServerArgs.from_cli_args(_parser().parse_args(case["argv"]))
+                capture = generate_decode_cuda_graph_batch_sizes(record, case["cuda_graph_max_bs"])
+                result["cuda_graph_bs"] = capture
+            params.set_cuda_graph_bs(capture)
             steps = {str(bs): params.get_steps_for_batch(bs) for bs in case["batch_sizes"]}
         except Exception as exc:
             result.update(status="error", error=_error_text(exc), traceback=traceback.format_exc(limit=4))
