@@ -13,7 +13,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.metrics import SCHEDULER_LABELS, STREAM_LABELS
+from specserve.emulator.metrics import (
+    METRIC_SIGNATURES,
+    SCHEDULER_LABELS,
+    STREAM_LABELS,
+    build_metrics,
+    signatures,
+)
 from specserve.emulator.profile import load_profile
 from specserve.emulator.server import build_app
 
@@ -231,3 +237,22 @@ async def test_requests_beyond_the_cap_queue(make_client: Factory) -> None:
     assert await _gauge(client, "sglang:num_queue_reqs") == 3
     for t in tasks:
         t.cancel()
+
+
+def test_metric_signatures_match_the_built_registry() -> None:
+    built = signatures(build_metrics())
+    assert built == METRIC_SIGNATURES
+    for name in ("sglang:num_running_reqs", "sglang:spec_num_steps", "sglang:generation_tokens_total",
+                 "sglang:request_time_per_output_token_seconds"):  # fmt: skip
+        assert name in built
+
+
+async def test_every_signature_is_exported_with_its_type(make_client: Factory) -> None:
+    client = await make_client()
+    await client.post("/v1/chat/completions", json=CHAT)
+    fams = _families(await (await client.get("/metrics")).text())
+    for name, (kind, labels) in METRIC_SIGNATURES.items():
+        fam = fams[name.removesuffix("_total")]
+        assert fam.type == kind
+        if fam.samples:
+            assert set(fam.samples[0].labels) == set(labels)

@@ -26,6 +26,36 @@ TPOT_BUCKETS = (
 )  # fmt: skip
 
 
+# (name, type, label names) of every metric the emulator exports, in the form a conformance test compares
+# with the real wheel's collectors. Counter names carry _total as SGLang writes them.
+METRIC_SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sglang:num_running_reqs": ("gauge", SCHEDULER_LABELS),
+    "sglang:num_queue_reqs": ("gauge", SCHEDULER_LABELS),
+    "sglang:gen_throughput": ("gauge", SCHEDULER_LABELS),
+    "sglang:token_usage": ("gauge", SCHEDULER_LABELS),
+    "sglang:spec_accept_length": ("gauge", SCHEDULER_LABELS),
+    "sglang:spec_accept_rate": ("gauge", SCHEDULER_LABELS),
+    "sglang:spec_num_steps": ("gauge", SCHEDULER_LABELS),
+    "sglang:prompt_tokens_total": ("counter", STREAM_LABELS),
+    "sglang:generation_tokens_total": ("counter", STREAM_LABELS),
+    "sglang:num_requests_total": ("counter", STREAM_LABELS),
+    "sglang:num_aborted_requests_total": ("counter", TOKENIZER_LABELS),
+    "sglang:time_to_first_token_seconds": ("histogram", STREAM_LABELS),
+    "sglang:request_time_per_output_token_seconds": ("histogram", STREAM_LABELS),
+    "sglang:e2e_request_latency_seconds": ("histogram", STREAM_LABELS),
+}
+
+
+def signatures(metrics: EmulatorMetrics) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """(type, label names) per metric, read back from the built collectors (what the registry really holds)."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for value in vars(metrics).values():
+        if isinstance(value, Gauge | Counter | Histogram):
+            name = value._name + ("_total" if isinstance(value, Counter) else "")
+            out[name] = (value._type, tuple(value._labelnames))
+    return out
+
+
 @dataclass(frozen=True)
 class EmulatorMetrics:
     registry: CollectorRegistry
