@@ -36,6 +36,7 @@ _PATTERNS = {
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9, '-' and '.')",
     r"^/": "must be an absolute path starting with /",
     r"^https?://": "must be an http:// or https:// URL",
+    r"^[0-9]+$": "must be a batch size (a whole number such as 1, 8 or 32)",
 }
 
 
