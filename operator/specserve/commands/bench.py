@@ -251,7 +251,7 @@ def _run(args: argparse.Namespace) -> int:
     except BenchError as exc:
         return _fail(str(exc), 1)
     except OSError as exc:
-        return _fail(f"cannot write results: {exc}", 1)
+        return _fail(f"cannot write results ({exc.strerror or exc}: {exc.filename}); check --output-dir", 1)
     except KeyboardInterrupt:
         return _fail(f"interrupted; results so far are in {Path(args.output_dir) / args.name}.json", 130)
 

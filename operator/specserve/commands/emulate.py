@@ -104,13 +104,14 @@ def build_config(args: argparse.Namespace) -> tuple[EngineConfig, float | None]:
     return config, args.startup_seconds
 
 
-async def serve(app: web.Application, host: str, port: int, duration: float | None) -> None:
+async def serve(app: web.Application, host: str, port: int, duration: float | None, ready_in: float = 0.0) -> None:
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
-        print(f"specserve emulate: serving on http://{host}:{port}", file=sys.stderr, flush=True)
+        note = f"; ready in {ready_in:g} s wall (--startup-seconds changes it)" if ready_in > 0 else ""
+        print(f"specserve emulate: serving on http://{host}:{port}{note}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -135,7 +136,8 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     app = build_app(config, args.served_model_name, startup)
     try:
-        asyncio.run(serve(app, args.host, args.port, args.duration))
+        startup_s = config.profile.startup_seconds if startup is None else startup
+        asyncio.run(serve(app, args.host, args.port, args.duration, startup_s / config.time_scale))
     except OSError as exc:
         print(
             f"specserve emulate: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); pick another --port",
