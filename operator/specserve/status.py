@@ -121,34 +121,17 @@ def set_condition(
     now: str,
 ) -> list[Condition]:
     """Replace one condition; lastTransitionTime only moves when the status does."""
-    out, found = [], False
-    for cond in conditions:
-        if cond.type != type_:
-            out.append(cond)
-            continue
-        found = True
-        since = cond.last_transition_time if cond.status == status else now
-        out.append(
-            Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=since,
-                observed_generation=generation,
-            )
-        )
-    if not found:
-        out.append(
-            Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now,
-                observed_generation=generation,
-            )
-        )
+    conditions = list(conditions)
+    old = next((c for c in conditions if c.type == type_), None)
+    new = Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=old.last_transition_time if old is not None and old.status == status else now,
+        observed_generation=generation,
+    )
+    out = [c for c in conditions if c.type != type_] + [new]
     order = {t: i for i, t in enumerate(CONDITION_ORDER)}
     return sorted(out, key=lambda c: order.get(c.type, len(order)))
 
