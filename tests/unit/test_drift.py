@@ -26,3 +26,9 @@ def test_changed_scalars_lists_and_missing_keys_are_drift() -> None:
 def test_numbers_compare_by_value() -> None:
     assert contains({"x": 1.0}, {"x": 1})
     assert not contains({"x": "1"}, {"x": 1})
+
+
+def test_canonicalized_quantities_are_not_drift() -> None:
+    assert contains({"cpu": "500m", "memory": "1Gi"}, {"cpu": "0.5", "memory": "1024Mi"})
+    assert not contains({"cpu": "1"}, {"cpu": "0.5"})
+    assert not contains({"image": "sglang:0.5.23"}, {"image": "sglang:0.5.9"})

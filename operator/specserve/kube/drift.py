@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes.utils.quantity import parse_quantity
+
 
 def contains(live: Any, desired: Any) -> bool:
     if isinstance(desired, dict):
@@ -20,4 +22,16 @@ def contains(live: Any, desired: Any) -> bool:
         return live is desired
     if isinstance(desired, int | float) and isinstance(live, int | float):
         return float(live) == float(desired)
+    if isinstance(desired, str) and isinstance(live, str) and live != desired:
+        return _same_quantity(live, desired)
     return bool(live == desired)
+
+
+def _same_quantity(a: str, b: str) -> bool:
+    """The API server canonicalizes quantities ("0.5" becomes "500m"): equal amounts are no drift."""
+    if not (a[:1].isdigit() or a[:1] in "+-.") or not (b[:1].isdigit() or b[:1] in "+-."):
+        return False
+    try:
+        return bool(parse_quantity(a) == parse_quantity(b))  # type: ignore[no-untyped-call]
+    except ValueError:
+        return False
