@@ -187,3 +187,14 @@ def test_calibrate_rejects_malformed_bench_files(
     assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
     assert main(["calibrate", str(tmp_path / "missing.json"), good]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_illustrative_profile_crosses_at_64_with_a_narrow_symmetric_band() -> None:
+    from specserve.emulator.profile import load_profile  # noqa: PLC0415 (only this test needs the emulator)
+
+    p = load_profile("illustrative-crossover-8b")
+    cal = calibrate(p.speculative, p.baseline, num_steps=3)
+    assert cal.verdict is Verdict.CROSSOVER and cal.crossover == pytest.approx(64.0)
+    assert cal.adaptive_config == {"1": [3], "64": [0]}
+    # within 5% from about 60 (speed-up 1.04) to about 88 (0.95): the band takes the narrower side
+    assert cal.hysteresis == pytest.approx(0.08, abs=0.01)

@@ -5,8 +5,9 @@ Pure functions, no I/O, so the operator can import them (e.g. to learn the cross
 - crossover: the first concurrency at which the baseline curve catches up with the speculative one. Both curves
   are piecewise linear between measured points (see curves.py), so on the union of their measured concurrencies
   the difference is linear on every segment and the crossing is solved exactly on that segment.
-- hysteresis: the relative half-width of the band around the crossover in which the two curves are within
-  `tolerance` (default 5%, about a bench's run-to-run noise) of each other: switching inside it gains nothing.
+- hysteresis: the relative half-width of the widest symmetric band around the crossover in which the two curves
+  stay within `tolerance` (default 5%, about a bench's run-to-run noise) of each other: inside it, being in the
+  "wrong" mode costs at most that much, so switching there gains nothing worth a switch.
 - adaptive config: SGLang's adaptive speculation picks the largest batch-size key <= the (padded) batch size,
   so drafting goes off at the first CUDA-graph capture size >= the crossover.
 """
@@ -74,8 +75,9 @@ def _root(x0: float, x1: float, d0: float, d1: float) -> float:
 
 
 def hysteresis_band(spec: Curve, base: Curve, crossover: float, tolerance: float = 0.05) -> float:
-    """Relative half-width of the region around `crossover` where |spec - base| <= tolerance * max(spec, base),
-    clamped to [MIN_HYSTERESIS, MAX_HYSTERESIS]. Sampled on a fine geometric grid (the curves are cheap)."""
+    """Relative half-width h of the widest band [c(1-h), c(1+h)] around the crossover c in which
+    |spec - base| <= tolerance * max(spec, base), clamped to [MIN_HYSTERESIS, MAX_HYSTERESIS]. Sampled on a fine
+    geometric grid on each side (the curves are cheap)."""
     lo_x = min(spec.xs[0], base.xs[0])
     hi_x = max(spec.xs[-1], base.xs[-1])
 
@@ -101,7 +103,9 @@ def hysteresis_band(spec: Curve, base: Curve, crossover: float, tolerance: float
         if x > hi_x or not close(x):
             break
         hi = x
-    width = max((crossover - lo) / crossover, (hi - crossover) / crossover)
+    # symmetric band (the API's hysteresis is one fraction): the narrower side, so that inside the band being
+    # in the "wrong" mode never costs more than `tolerance`
+    width = min((crossover - lo) / crossover, (hi - crossover) / crossover)
     return round(min(MAX_HYSTERESIS, max(MIN_HYSTERESIS, width)), 2)
 
 
@@ -145,9 +149,14 @@ def calibrate(spec: Curve, base: Curve, num_steps: int = 3, tolerance: float = 0
         )
     elif not downs:
         verdict, crossover, initial = Verdict.SPECULATIVE_ONLY, None, "Speculative"
+        where = (
+            f"at every measured concurrency ({grid[0]:g} to {grid[-1]:g})"
+            if len(spec_wins) == len(grid)
+            else f"from concurrency {spec_wins[0]:g} up to the highest measured ({grid[-1]:g})"
+        )
         notes.append(
-            "Speculation wins at every measured concurrency above its first win: no crossover up to "
-            f"{grid[-1]:g}. Recommendation: serve speculative; measure higher concurrency to find a crossover."
+            f"Speculation wins {where}: no crossover. Recommendation: serve speculative; "
+            "measure higher concurrency to find a crossover."
         )
     else:
         verdict, crossover, initial = Verdict.CROSSOVER, round(downs[0], 2), "Speculative"

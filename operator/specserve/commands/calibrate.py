@@ -58,7 +58,10 @@ def _print_text(cal: Calibration) -> None:
         print(note)
     print()
     print(f"crossover concurrency: {cal.crossover:g}" if cal.crossover is not None else "crossover concurrency: none")
-    print(f"hysteresis: {cal.hysteresis:g} (+-{cal.hysteresis * 100:.0f}% around the crossover)")
+    if cal.crossover is not None:
+        print(f"hysteresis: {cal.hysteresis:g} (+-{cal.hysteresis * 100:.0f}% around the crossover)")
+    else:
+        print(f"hysteresis: {cal.hysteresis:g} (the default; there is no crossover to put a band around)")
     print(f"initial mode: {cal.initial_mode}")
     print("curves (concurrency: speculative / baseline tok/s):")
     spec = dict(cal.speculative)
