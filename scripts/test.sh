@@ -30,5 +30,5 @@ step "mypy (strict)"
 mypy
 
 step "tests"
-# CONFORMANCE-ENV: the conformance suite's SGLang environments are prepared here (scripts/sglang-env.sh).
+bash scripts/sglang-env.sh && . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (fails the run if a build fails)
 pytest -q -p no:cacheprovider "$@"

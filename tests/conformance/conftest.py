@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ class SGLangEnv:
     python: Path
     _answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def site_packages(self) -> Path:
         out = subprocess.run(
             [str(self.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

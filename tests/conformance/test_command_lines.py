@@ -34,9 +34,33 @@ def answers(version: str) -> dict[str, dict[str, Any]]:
     return {item["id"]: item for item in answer["cli"]}
 
 
-def probe_argv(version: str, argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    answer = sglang_env(version).probe({"cli": [{"id": "control", "argv": argv, "env": env or {}}]})
-    result: dict[str, Any] = answer["cli"][0]
+def control_argvs(version: str) -> list[list[str]]:
+    """Command lines for the negative controls and the release table, probed in one batch per release."""
+    caps = [[r.cuda_graph_max_bs_flag, "8"] for r in RELEASES.values()]
+    extras = [
+        ["--no-such-flag"],
+        ["--attention-backend", "no-such-backend"],
+        ["--speculative-adaptive"],
+        ["--speculative-adaptive", "--speculative-adaptive-config", "/tmp/a.json"],
+        ["--enforce-disable-flashinfer-allreduce-fusion"],
+        ["--served-model-nam", "x"],
+        *caps,
+    ]
+    return [["--model-path", "m", *extra] for extra in extras]
+
+
+@cache
+def control_answers(version: str) -> dict[str, dict[str, Any]]:
+    cases = [{"id": " ".join(argv), "argv": argv} for argv in control_argvs(version)]
+    return {item["id"]: item for item in sglang_env(version).probe({"cli": cases})["cli"]}
+
+
+def probe_argv(version: str, argv: list[str]) -> dict[str, Any]:
+    key = " ".join(argv)
+    known = control_answers(version)
+    if key in known:
+        return known[key]
+    result: dict[str, Any] = sglang_env(version).probe({"cli": [{"id": key, "argv": argv}]})["cli"][0]
     return result
 
 
