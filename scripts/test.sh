@@ -30,5 +30,5 @@ step "mypy (strict)"
 mypy
 
 step "tests"
-bash scripts/sglang-env.sh && . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (fails the run if a build fails)
+bash scripts/sglang-env.sh; . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (set -e: a failed build stops the run)
 pytest -q -p no:cacheprovider "$@"
