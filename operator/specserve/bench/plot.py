@@ -20,6 +20,9 @@ def plot_curves(curves: Sequence[tuple[str, Curve]], path: Path, title: str = "O
         for label, curve in curves:
             ax.plot(curve.xs, curve.ys, marker="o", label=label)
         ax.set_xscale("log")
+        levels = sorted({x for _, curve in curves for x in curve.xs})
+        ax.set_xticks(levels, [f"{x:g}" for x in levels])  # the measured levels, as plain numbers
+        ax.minorticks_off()
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel("output tokens/s (all requests)")
         ax.set_title(title)

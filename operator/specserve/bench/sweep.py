@@ -26,7 +26,7 @@ class SweepPlan:
     levels: Sequence[int] = DEFAULT_LEVELS
     requests: int | None = None  # measured requests per level; None: max(8, 2 x concurrency)
     warmup: int | None = None  # warm-up completions per level; None: the concurrency (one full wave)
-    level_timeout_s: float = 900.0
+    level_timeout_s: float = 3600.0
     max_errors: int = 10  # per level; more aborts the sweep (the server is failing)
 
     def counts(self, concurrency: int) -> tuple[int, int]:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the server's clock speed-up (the emulator's --time-scale); default: read from /server_info, else 1",
     )
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
-    parser.add_argument("--level-timeout", type=float, default=900.0, help="seconds per level")
+    parser.add_argument("--level-timeout", type=float, default=3600.0, help="seconds per level")
     parser.add_argument("--max-errors", type=int, default=10, help="failed requests in a level that stop the sweep")
     parser.add_argument("--wait-ready", type=float, default=0.0, help="wait up to this many seconds for /health")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
