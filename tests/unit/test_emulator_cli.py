@@ -1,0 +1,68 @@
+"""`specserve emulate` flags: SGLang's speculation flags pick the mode, bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from specserve.cli import main
+from specserve.commands.emulate import add_arguments, build_config
+from specserve.emulator.engine import Mode
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode"),
+    [
+        ((), Mode.BASELINE),
+        (("--speculative-algorithm", "EAGLE3"), Mode.SPECULATIVE),
+        (("--speculative-algorithm", "EAGLE3", "--speculative-adaptive"), Mode.ADAPTIVE),
+        (("--speculative-algorithm", "EAGLE3", "--mode", "baseline"), Mode.BASELINE),
+    ],
+)
+def test_sglang_flags_pick_the_mode(argv: tuple[str, ...], mode: Mode) -> None:
+    config, startup = build_config(_args(*argv))
+    assert config.mode is mode and startup is None
+    assert config.profile.name == "seed-kimi-k25-rtxpro6000"
+
+
+def test_adaptive_config_file_and_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "adaptive.json"
+    path.write_text(json.dumps({"1": {"candidate_steps": [3]}, "16": {"candidate_steps": [0]}}))
+    config, startup = build_config(
+        _args("--speculative-adaptive", "--speculative-adaptive-config", str(path), "--max-running-requests", "48",
+              "--time-scale", "5", "--startup-seconds", "0", "--profile", "eagle3-llama31-8b-h100")
+    )  # fmt: skip
+    assert config.adaptive_config == {1: [3], 16: [0]}
+    assert config.max_running == 48 and config.time_scale == 5 and startup == 0
+    assert config.profile.name == "eagle3-llama31-8b-h100"
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--profile", "missing"], "profile 'missing' not found"),
+        (["--time-scale", "-1"], "--time-scale must be > 0"),
+        (["--max-running-requests", "0"], "--max-running-requests must be >= 1"),
+        (["--speculative-adaptive-config", "/nonexistent.json"], "cannot read the adaptive config"),
+        (["--from-bench", "/nonexistent-a.json", "/nonexistent-b.json"], "cannot read"),
+    ],
+)
+def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
+    assert main(["emulate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and err.startswith("specserve emulate: ")
+
+
+def test_list_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--list-profiles"]) == 0
+    out = capsys.readouterr().out
+    assert "seed-kimi-k25-rtxpro6000" in out and "eagle3-llama31-8b-h100" in out
