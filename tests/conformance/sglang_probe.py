@@ -108,9 +108,7 @@ def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
         # longer flag (as --cuda-graph-max-bs did in 0.5.2x), so report every flag that is not spelled exactly.
         known = set(_parser()._option_string_actions)
         result["inexact_flags"] = [
-            token.split("=", 1)[0]
-            for token in argv
-            if token.startswith("--") and token.split("=", 1)[0] not in known
+            token.split("=", 1)[0] for token in argv if token.startswith("--") and token.split("=", 1)[0] not in known
         ]
         try:
             ServerArgs.from_cli_args(namespace)
