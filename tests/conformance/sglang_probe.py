@@ -13,6 +13,9 @@ mounted adaptive config) to the content the pod would see; a temporary file take
 from_cli_args outcomes: "accepted", "rejected" (with the error), or "needs_gpu" when the only failure is the
 release's own "no accelerator" check (0.5.9's __post_init__ asks torch for a device before validating further).
 
+When the command line asks for --speculative-adaptive, SGLang's own adaptive gates run on the record too
+(adaptive_unsupported_reason, _init_adaptive_speculative_params).
+
 For each adaptive case, SGLang's adaptive_spec_params (0.5.2x) loads the JSON from a file with its own
 _load_adaptive_config / resolve_candidate_steps_from_config, and AdaptiveSpeculativeParams routes each batch size to
 a slot exactly as the engine does (pad to a CUDA-graph batch size, then the largest key <= it). With `argv`, the
@@ -111,7 +114,7 @@ def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
             token.split("=", 1)[0] for token in argv if token.startswith("--") and token.split("=", 1)[0] not in known
         ]
         try:
-            ServerArgs.from_cli_args(namespace)
+            record = ServerArgs.from_cli_args(namespace)
         except RuntimeError as exc:
             if str(exc).startswith(NO_ACCELERATOR):
                 result.update(from_cli_args="needs_gpu", from_cli_error=str(exc))
@@ -125,7 +128,33 @@ def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
             )
         else:
             result["from_cli_args"] = "accepted"
+            if getattr(namespace, "speculative_adaptive", False):
+                result.update(_adaptive_startup_checks(record))
     return result
+
+
+def _adaptive_startup_checks(record: Any) -> dict[str, Any]:
+    """SGLang's own adaptive gates, run on the record as its resolution pipeline would (0.5.2x).
+
+    adaptive_unsupported_reason: a non-None reason makes SGLang silently fall back to static speculation.
+    _init_adaptive_speculative_params: loads the config file and rejects a --speculative-num-steps that is not
+    one of its candidate steps.
+    """
+    try:
+        from sglang.srt.arg_groups.speculative_hook import (  # noqa: PLC0415
+            _init_adaptive_speculative_params,
+        )
+        from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason  # noqa: PLC0415
+    except ImportError as exc:
+        return {"adaptive_checks": f"unavailable: {_error_text(exc)}"}
+    out: dict[str, Any] = {"adaptive_checks": "ran", "adaptive_unsupported_reason": adaptive_unsupported_reason(record)}
+    try:
+        _init_adaptive_speculative_params(record)
+    except Exception as exc:
+        out["adaptive_init"] = _error_text(exc)
+    else:
+        out["adaptive_init"] = "ok"
+    return out
 
 
 def _adaptive_case(case: dict[str, Any]) -> dict[str, Any]:

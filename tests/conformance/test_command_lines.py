@@ -7,6 +7,9 @@ Per case (each example in examples/ and each SpecServe of the matrix in cases.py
 - `ServerArgs.from_cli_args` builds the record: in 0.5.23 construction only (its resolution pipeline,
   `resolve_once`, needs the checkpoint's config.json and transformers 5); in 0.5.9 `__post_init__` asks torch for
   an accelerator first, so on the CPU it stops at "No accelerator" (reported as needs_gpu, nothing else is caught);
+- with --speculative-adaptive, SGLang's own adaptive gates on that record: adaptive_unsupported_reason is None (else
+  SGLang falls back to static speculation with only a warning) and _init_adaptive_speculative_params accepts the
+  mounted config file with the rendered --speculative-num-steps;
 - the environment variables the renderer sets for SGLang exist in that release's sglang/srt/environ.py.
 """
 
@@ -91,6 +94,13 @@ def test_rendered_command_line_is_accepted(case: Case) -> None:
         f"{result.get('traceback', '')}{describe(case)}"
     )
     assert case.command == LAUNCH_COMMAND, case.command
+    if "--speculative-adaptive" in case.argv:
+        assert result.get("adaptive_checks") == "ran", result
+        assert result["adaptive_unsupported_reason"] is None, (
+            f"SGLang {case.version} would silently turn adaptive off for {case.id}: "
+            f"{result['adaptive_unsupported_reason']}"
+        )
+        assert result["adaptive_init"] == "ok", f"{case.id}: {result['adaptive_init']}"
 
 
 @pytest.mark.parametrize("case", all_cases(), ids=_id)
@@ -134,6 +144,26 @@ def test_negative_controls_are_rejected(version: str) -> None:
     prefix = probe_argv(version, ["--model-path", "m", "--served-model-nam", "x"])
     assert prefix["parse"] == "accepted", prefix
     assert prefix["inexact_flags"] == ["--served-model-nam"]
+
+
+@pytest.mark.parametrize("version", [v for v, r in RELEASES.items() if r.has_adaptive])
+def test_adaptive_gates_can_fail(version: str) -> None:
+    config = '{"1": {"candidate_steps": [3]}, "12": {"candidate_steps": [0]}}'
+    base = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-adaptive"]
+    path = "/etc/specserve/adaptive/adaptive-config.json"
+    cases = [
+        {"id": "topk4", "argv": [*base, "--speculative-eagle-topk", "4"]},
+        {"id": "ngram", "argv": ["--model-path", "m", "--speculative-algorithm", "NGRAM", "--speculative-adaptive"]},
+        {
+            "id": "steps",
+            "argv": [*base, "--speculative-num-steps", "2", "--speculative-adaptive-config", path],
+            "files": {path: config},
+        },
+    ]
+    got = {r["id"]: r for r in sglang_env(version).probe({"cli": cases})["cli"]}
+    assert "topk" in (got["topk4"]["adaptive_unsupported_reason"] or "")
+    assert "EAGLE" in (got["ngram"]["adaptive_unsupported_reason"] or "")
+    assert "is not in the adaptive config candidate_steps" in got["steps"]["adaptive_init"]
 
 
 def test_removed_cuda_graph_cap_is_ambiguous_in_0_5_23() -> None:
