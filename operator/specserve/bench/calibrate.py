@@ -19,16 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from specserve.bench.curves import Curve
-
-# SGLang 0.5.23 decode CUDA-graph capture sizes when speculation is on
-# (sglang/srt/arg_groups/cuda_graph_hook.py, generate_decode_cuda_graph_batch_sizes).
-SPEC_CAPTURE_SIZES: tuple[int, ...] = (
-    *range(1, 9),
-    *range(10, 33, 2),
-    *range(40, 65, 4),
-    *range(72, 257, 8),
-    *range(272, 4097, 16),
-)
+from specserve.policy.adaptive import steps_for_crossover
 
 MIN_HYSTERESIS = 0.05
 MAX_HYSTERESIS = 0.5
@@ -109,28 +100,13 @@ def hysteresis_band(spec: Curve, base: Curve, crossover: float, tolerance: float
     return round(min(MAX_HYSTERESIS, max(MIN_HYSTERESIS, width)), 2)
 
 
-def first_capture_size_at_least(value: float, sizes: tuple[int, ...] = SPEC_CAPTURE_SIZES) -> int:
-    for size in sizes:
-        if size >= value:
-            return size
-    return sizes[-1]
-
-
 def adaptive_config_for(crossover: float | None, verdict: Verdict, num_steps: int) -> dict[str, list[int]] | None:
     """Our list form of --speculative-adaptive-config: batch-size key -> candidate steps (0 = drafting off)."""
     if verdict is Verdict.BASELINE_ONLY:
         return {"1": [0]}
     if verdict is Verdict.SPECULATIVE_ONLY or crossover is None:
         return {"1": [num_steps]}
-    key = first_capture_size_at_least(crossover)
-    if key <= 1:
-        return {"1": [0]}
-    return {"1": [num_steps], str(key): [0]}
-
-
-def sglang_adaptive_json(config: dict[str, list[int]]) -> dict[str, dict[str, list[int]]]:
-    """The JSON SGLang 0.5.23 reads from the --speculative-adaptive-config file."""
-    return {key: {"candidate_steps": list(steps)} for key, steps in config.items()}
+    return steps_for_crossover(crossover, num_steps)
 
 
 def calibrate(spec: Curve, base: Curve, num_steps: int = 3, tolerance: float = 0.05) -> Calibration:

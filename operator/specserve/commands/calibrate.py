@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from specserve.api.validation import InvalidSpecServe, parse_object
-from specserve.bench.calibrate import Calibration, Verdict, calibrate, sglang_adaptive_json, switching_fields
+from specserve.bench.calibrate import Calibration, Verdict, calibrate, switching_fields
 from specserve.bench.curves import CurveError
 from specserve.bench.results import BenchFileError, load_result
 from specserve.bench.specyaml import SpecFileError, read_spec_doc, spec_doc_from_text, update_spec_text
+from specserve.policy.adaptive import sglang_config
 
 PROG = "specserve calibrate"
 
@@ -49,7 +50,7 @@ def _report(cal: Calibration) -> dict[str, Any]:
             "switching": {k: v for k, v in switching_fields(cal).items() if v is not None},
             "speculative": {"adaptiveConfig": cal.adaptive_config},
         },
-        "sglangAdaptiveConfigFile": sglang_adaptive_json(cal.adaptive_config) if cal.adaptive_config else None,
+        "sglangAdaptiveConfigFile": sglang_config(cal.adaptive_config) if cal.adaptive_config else None,
     }
 
 
@@ -72,7 +73,7 @@ def _print_text(cal: Calibration) -> None:
         print(f"  {x:g}: {s} / {b}")
     if cal.adaptive_config is not None:
         print(f"spec.speculative.adaptiveConfig: {json.dumps(cal.adaptive_config)}")
-        print(f"SGLang --speculative-adaptive-config file: {json.dumps(sglang_adaptive_json(cal.adaptive_config))}")
+        print(f"SGLang --speculative-adaptive-config file: {json.dumps(sglang_config(cal.adaptive_config))}")
 
 
 def _num_steps(args: argparse.Namespace, spec_doc: Any) -> int:

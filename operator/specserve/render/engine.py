@@ -5,12 +5,11 @@ Which flags exist depends on the SGLang release; that knowledge is in specserve.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 
 from specserve.api.models import Algorithm, SpecServeSpec
 from specserve.api.rules import is_sm120
+from specserve.policy.adaptive import steps_for_crossover
 from specserve.versions import release
 
 ADAPTIVE_CONFIG_DIR = "/etc/specserve/adaptive"
@@ -37,24 +36,14 @@ class Flavour:
 def adaptive_steps(spec: SpecServeSpec) -> dict[str, list[int]] | None:
     """Batch-size key -> candidate steps for the Adaptive strategy, or None for SGLang's built-in default.
 
-    Without an explicit config, drafting runs at numSteps below the crossover and is off from the
-    first batch size at or above it (SGLang picks the largest key <= the padded batch size).
+    Without an explicit config, drafting runs at numSteps below the crossover and is off from it on.
     """
     if spec.speculative.adaptive_config is not None:
         return dict(spec.speculative.adaptive_config)
     crossover = spec.switching.crossover_concurrency
     if crossover is None:
         return None
-    off_from = max(1, math.ceil(crossover))
-    if off_from == 1:
-        return {"1": [0]}
-    return {"1": [spec.speculative.num_steps], str(off_from): [0]}
-
-
-def adaptive_config_json(steps: dict[str, list[int]]) -> str:
-    """The file SGLang's --speculative-adaptive-config reads: {"<bs>": {"candidate_steps": [...]}}."""
-    ordered = sorted(steps.items(), key=lambda kv: int(kv[0]))
-    return json.dumps({key: {"candidate_steps": value} for key, value in ordered}, indent=2) + "\n"
+    return steps_for_crossover(crossover, spec.speculative.num_steps)
 
 
 def sglang_args(spec: SpecServeSpec, flavour: Flavour) -> list[str]:

@@ -18,11 +18,11 @@ import jinja2
 import yaml
 
 from specserve.api.models import API_VERSION, KIND, Mode, SpecServe, SpecServeSpec, Strategy
+from specserve.policy.adaptive import sglang_config_file
 from specserve.render.engine import (
     ADAPTIVE_CONFIG_DIR,
     ADAPTIVE_CONFIG_KEY,
     Flavour,
-    adaptive_config_json,
     adaptive_steps,
     sglang_args,
     sglang_env,
@@ -227,7 +227,7 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
                 "configmap.yaml.j2",
                 name=adaptive_configmap_name(name),
                 labels=base_labels(name),
-                data={ADAPTIVE_CONFIG_KEY: adaptive_config_json(steps)},
+                data={ADAPTIVE_CONFIG_KEY: sglang_config_file(steps)},
                 **common,
             )
         )

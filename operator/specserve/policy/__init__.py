@@ -1,0 +1,1 @@
+"""Pure decisions shared by the operator and the measuring tools."""
