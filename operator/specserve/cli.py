@@ -44,7 +44,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = argparse.ArgumentParser(prog=f"specserve {name}", description=help_text)
     module.add_arguments(sub)
     args = sub.parse_args(argv[1:])
-    code: int = module.run(args)
+    try:
+        code: int = module.run(args)
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head)
+        return 1
+    except KeyboardInterrupt:
+        print(f"specserve {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the last resort: one line instead of a traceback
+        print(f"specserve {name}: unexpected error: {type(exc).__name__}: {exc} (please report it)", file=sys.stderr)
+        return 1
     return code
 
 

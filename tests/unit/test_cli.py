@@ -88,3 +88,17 @@ def test_crd_command_matches_committed_file(capsys: pytest.CaptureFixture[str]) 
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "frobnicate")
     assert code == 2 and "invalid choice" in err
+
+
+def test_unexpected_errors_are_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import specserve.commands.crd as crd_command
+
+    def explode(_: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(crd_command, "run", explode)
+    code, _, err = run(capsys, "crd")
+    assert code == 1
+    assert err.strip() == "specserve crd: unexpected error: RuntimeError: boom (please report it)"

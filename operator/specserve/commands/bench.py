@@ -237,7 +237,7 @@ async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str]
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.plot:
         return _plot_only(args)
     try:
@@ -254,13 +254,3 @@ def _run(args: argparse.Namespace) -> int:
         return _fail(f"cannot write results ({exc.strerror or exc}: {exc.filename}); check --output-dir", 1)
     except KeyboardInterrupt:
         return _fail(f"interrupted; results so far are in {Path(args.output_dir) / args.name}.json", 130)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except BrokenPipeError:  # stdout closed early (e.g. piped into head)
-        return 1
-    except Exception as exc:  # last resort: one line instead of a traceback
-        print(f"{PROG}: unexpected error: {type(exc).__name__}: {exc} (please report it)", file=sys.stderr)
-        return 1

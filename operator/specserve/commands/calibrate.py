@@ -89,7 +89,7 @@ def _num_steps(args: argparse.Namespace, spec_doc: Any) -> int:
     return 3
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         spec_result = load_result(args.speculative)
         base_result = load_result(args.baseline)
@@ -129,13 +129,3 @@ def _write(path: Path, cal: Calibration) -> int:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote spec.switching{' and spec.speculative.adaptiveConfig' if not notes else ''} to {path}")
     return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except BrokenPipeError:  # stdout closed early (e.g. piped into head)
-        return 1
-    except Exception as exc:  # last resort: one line instead of a traceback
-        print(f"{PROG}: unexpected error: {type(exc).__name__}: {exc} (please report it)", file=sys.stderr)
-        return 1

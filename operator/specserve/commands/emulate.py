@@ -123,7 +123,7 @@ async def serve(app: web.Application, host: str, port: int, duration: float | No
         await runner.cleanup()
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.list_profiles:
         for name in shipped_profiles():
             p = load_profile(name)
@@ -147,13 +147,3 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except BrokenPipeError:  # stdout closed early (e.g. piped into head)
-        return 1
-    except Exception as exc:  # last resort: one line instead of a traceback
-        print(f"{PROG}: unexpected error: {type(exc).__name__}: {exc} (please report it)", file=sys.stderr)
-        return 1
