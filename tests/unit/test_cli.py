@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import specserve.commands.crd as crd_command
 from specserve.cli import main
 from tests.conftest import ROOT
 
@@ -93,8 +94,6 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
 def test_unexpected_errors_are_one_line_not_a_traceback(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import specserve.commands.crd as crd_command
-
     def explode(_: object) -> int:
         raise RuntimeError("boom")
 
