@@ -9,7 +9,6 @@ largest key <= it. Expected: drafting on at batch 1 and off (0 steps) at every b
 
 from __future__ import annotations
 
-import json
 import math
 from functools import cache
 from typing import Any
@@ -17,7 +16,8 @@ from typing import Any
 import pytest
 
 from specserve.api.models import Strategy
-from specserve.bench.calibrate import SPEC_CAPTURE_SIZES, Verdict, adaptive_config_for, sglang_adaptive_json
+from specserve.bench.calibrate import Verdict, adaptive_config_for
+from specserve.policy.adaptive import SPEC_CAPTURE_SIZES, sglang_config_file
 from specserve.render.engine import adaptive_steps
 from specserve.versions import RELEASES
 from tests.conformance.cases import Case, adaptive_files, all_cases
@@ -65,7 +65,7 @@ def answers(version: str) -> dict[str, dict[str, Any]]:
     for crossover in CROSSOVERS:
         config = adaptive_config_for(crossover, Verdict.CROSSOVER, 3)
         assert config is not None
-        requests.append(_request(f"calibrate:{crossover}", json.dumps(sglang_adaptive_json(config)), 3, CALIBRATE_ARGV))
+        requests.append(_request(f"calibrate:{crossover}", sglang_config_file(config), 3, CALIBRATE_ARGV))
     requests.append(_request("control:empty-steps", '{"1": {"candidate_steps": []}}', 3, CALIBRATE_ARGV))
     requests.append(_request("control:no-int-key", '{"one": {"candidate_steps": [1]}}', 3, CALIBRATE_ARGV))
     return {item["id"]: item for item in sglang_env(version).probe({"adaptive": requests})["adaptive"]}
@@ -119,7 +119,7 @@ def test_calibrate_config_turns_drafting_off_above_the_crossover(version: str, c
 
 @pytest.mark.parametrize("version", ADAPTIVE_VERSIONS)
 def test_calibrate_capture_sizes_are_sglangs(version: str) -> None:
-    """calibrate keys the config on SGLang's speculative decode capture sizes; they are SGLang's own list."""
+    """The adaptive policy keys the config on SGLang's speculative decode capture sizes; they are SGLang's list."""
     capture = answers(version)["calibrate:1.0"]["cuda_graph_bs"]
     assert tuple(capture) == SPEC_CAPTURE_SIZES[: len(capture)]
     assert capture[-1] == CAPTURE_MAX_BS
