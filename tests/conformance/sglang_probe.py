@@ -54,7 +54,7 @@ class _RaisingParser(argparse.ArgumentParser):
 
 @functools.cache
 def _parser() -> argparse.ArgumentParser:
-    from sglang.srt.server_args import ServerArgs  # noqa: PLC0415 - only inside the SGLang env
+    from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # noqa: PLC0415 - only inside the SGLang env
 
     parser = _RaisingParser(prog="sglang.launch_server", allow_abbrev=True)
     ServerArgs.add_cli_args(parser)
@@ -141,10 +141,10 @@ def _adaptive_startup_checks(record: Any) -> dict[str, Any]:
     one of its candidate steps.
     """
     try:
-        from sglang.srt.arg_groups.speculative_hook import (  # noqa: PLC0415
+        from sglang.srt.arg_groups.speculative_hook import (  # type: ignore[import-not-found]  # noqa: PLC0415
             _init_adaptive_speculative_params,
         )
-        from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason  # noqa: PLC0415
+        from sglang.srt.speculative.adaptive_spec_params import adaptive_unsupported_reason  # type: ignore[import-not-found]  # noqa: PLC0415
     except ImportError as exc:
         return {"adaptive_checks": f"unavailable: {_error_text(exc)}"}
     out: dict[str, Any] = {"adaptive_checks": "ran", "adaptive_unsupported_reason": adaptive_unsupported_reason(record)}
@@ -160,7 +160,7 @@ def _adaptive_startup_checks(record: Any) -> dict[str, Any]:
 def _adaptive_case(case: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"id": case["id"]}
     try:
-        from sglang.srt.speculative import adaptive_spec_params as asp  # noqa: PLC0415
+        from sglang.srt.speculative import adaptive_spec_params as asp  # type: ignore[import-not-found]  # noqa: PLC0415
     except ImportError as exc:
         result.update(status="absent", error=_error_text(exc))
         return result
@@ -175,7 +175,7 @@ def _adaptive_case(case: dict[str, Any]) -> dict[str, Any]:
             capture = case.get("cuda_graph_bs")
             if case.get("argv") is not None:
                 # The decode CUDA-graph batch sizes SGLang captures for this command line, from its own function.
-                from sglang.srt.arg_groups.cuda_graph_hook import (  # noqa: PLC0415
+                from sglang.srt.arg_groups.cuda_graph_hook import (  # type: ignore[import-not-found]  # noqa: PLC0415
                     generate_decode_cuda_graph_batch_sizes,
                 )
                 from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
