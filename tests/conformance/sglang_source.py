@@ -16,6 +16,7 @@ class MetricDef:
     type: str  # gauge, counter, histogram, summary (or the constructor's name when it is none of these)
     labels: tuple[str, ...] | None  # None when the label expression could not be resolved statically
     owner: str  # class that declares it
+    buckets: tuple[float, ...] | None = None  # histogram default buckets, when given as (or via) a list literal
 
     @property
     def family(self) -> str:
@@ -82,29 +83,57 @@ def _labels(node: ast.AST | None, base: tuple[str, ...] | None) -> tuple[str, ..
     return None
 
 
+def _numbers(node: ast.AST | None) -> tuple[float, ...] | None:
+    if isinstance(node, ast.List | ast.Tuple) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, int | float) for e in node.elts
+    ):
+        return tuple(float(e.value) for e in node.elts if isinstance(e, ast.Constant))
+    return None
+
+
+def _buckets(node: ast.AST | None, lists: dict[str, tuple[float, ...]]) -> tuple[float, ...] | None:
+    if isinstance(node, ast.Name):
+        return lists.get(node.id)
+    return _numbers(node)
+
+
 def metric_definitions(path: Path) -> list[MetricDef]:
-    """Every `Gauge/Counter/Histogram/Summary(name="sglang:...", labelnames=...)` in a collector module."""
+    """Every `Gauge/Counter/Histogram/Summary(name="sglang:...", labelnames=...)` in a collector module.
+
+    A histogram's `buckets=` is resolved when it is a list literal or a local name assigned one in the same
+    method (SGLang's `if bucket_x is None: bucket_x = [...]` defaults).
+    """
     tree = ast.parse(path.read_text())
     bases = base_labels(tree)
-    out: list[MetricDef] = []
+    found: dict[str, MetricDef] = {}
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-        for call in (n for n in ast.walk(cls) if isinstance(n, ast.Call)):
-            constructor = call.func.id if isinstance(call.func, ast.Name) else None
-            if constructor is None:
-                continue
-            keywords = {k.arg: k.value for k in call.keywords if k.arg}
-            name_node = keywords.get("name") or (call.args[0] if call.args else None)
-            if not (isinstance(name_node, ast.Constant) and str(name_node.value).startswith("sglang:")):
-                continue
-            out.append(
-                MetricDef(
-                    name=str(name_node.value),
-                    type=METRIC_TYPES.get(constructor, constructor),
-                    labels=_labels(keywords.get("labelnames"), bases.get(cls.name)),
-                    owner=cls.name,
-                )
-            )
-    return out
+        for func in (n for n in ast.walk(cls) if isinstance(n, ast.FunctionDef)):
+            _collect(func, cls.name, bases.get(cls.name), found)
+    return list(found.values())
+
+
+def _collect(func: ast.FunctionDef, owner: str, base: tuple[str, ...] | None, found: dict[str, MetricDef]) -> None:
+    lists: dict[str, tuple[float, ...]] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            numbers = _numbers(node.value)
+            if numbers is not None:
+                lists[node.targets[0].id] = numbers
+    for call in (n for n in ast.walk(func) if isinstance(n, ast.Call)):
+        constructor = call.func.id if isinstance(call.func, ast.Name) else None
+        if constructor is None:
+            continue
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        name_node = keywords.get("name") or (call.args[0] if call.args else None)
+        if not (isinstance(name_node, ast.Constant) and str(name_node.value).startswith("sglang:")):
+            continue
+        found[str(name_node.value)] = MetricDef(
+            name=str(name_node.value),
+            type=METRIC_TYPES.get(constructor, constructor),
+            labels=_labels(keywords.get("labelnames"), base),
+            owner=owner,
+            buckets=_buckets(keywords.get("buckets"), lists),
+        )
 
 
 def http_routes(path: Path) -> set[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from functools import cache
 
 import pytest
@@ -54,18 +55,25 @@ def sglang_routes(version: str) -> set[str]:
     return routes
 
 
-def emulator_families() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """What the emulator's registry exposes: family name -> (type, label names), read from collect()."""
+@dataclass(frozen=True)
+class Exposed:
+    type: str
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...]  # histogram upper bounds without +Inf
+
+
+def emulator_families() -> dict[str, Exposed]:
+    """What the emulator's registry exposes, read from collect() after one labelled series per metric."""
     metrics = build_metrics(CollectorRegistry())
-    out: dict[str, tuple[str, tuple[str, ...]]] = {}
     for value in vars(metrics).values():
         if isinstance(value, MetricWrapperBase):
-            names = tuple(value._labelnames)
-            value.labels(**dict.fromkeys(names, "x"))  # one series, so collect() shows the labels
+            value.labels(**dict.fromkeys(value._labelnames, "x"))
+    out: dict[str, Exposed] = {}
     for family in metrics.registry.collect():
         labels = {tuple(k for k in s.labels if k != "le") for s in family.samples}
         assert len(labels) == 1, (family.name, labels)
-        out[family.name] = (family.type, labels.pop())
+        bounds = sorted({float(s.labels["le"]) for s in family.samples if "le" in s.labels} - {float("inf")})
+        out[family.name] = Exposed(family.type, labels.pop(), tuple(bounds))
     return out
 
 
@@ -95,18 +103,28 @@ def test_emulator_exposes_only_sglang_metrics_with_sglang_types_and_labels() -> 
     emulated = emulator_families()
     assert emulated, "the emulator registry exposes nothing"
     problems = []
-    for family, (kind, labels) in sorted(emulated.items()):
+    for family, ours in sorted(emulated.items()):
         theirs = sglang.get(family)
         if theirs is None:
             problems.append(f"{family}: not a metric of SGLang {DEFAULT_VERSION}")
             continue
-        if kind != theirs.type:
-            problems.append(f"{family}: emulator {kind}, SGLang {theirs.type}")
+        if ours.type != theirs.type:
+            problems.append(f"{family}: emulator {ours.type}, SGLang {theirs.type}")
         if theirs.labels is None:
             problems.append(f"{family}: SGLang's label names could not be read")
-        elif set(labels) != set(theirs.labels):
-            problems.append(f"{family}: emulator labels {sorted(labels)}, SGLang {sorted(theirs.labels)}")
+        elif set(ours.labels) != set(theirs.labels):
+            problems.append(f"{family}: emulator labels {sorted(ours.labels)}, SGLang {sorted(theirs.labels)}")
+        if ours.type == "histogram" and theirs.buckets is not None and ours.buckets != theirs.buckets:
+            problems.append(f"{family}: emulator buckets {ours.buckets}, SGLang's defaults {theirs.buckets}")
     assert not problems, "\n".join(problems)
+
+
+def test_emulator_histograms_use_sglang_default_buckets() -> None:
+    """Bucket boundaries are compared wherever SGLang's defaults are list literals (all the emulator's today)."""
+    sglang = sglang_metrics(DEFAULT_VERSION)
+    histograms = [f for f, e in emulator_families().items() if e.type == "histogram"]
+    assert histograms
+    assert all(sglang[f].buckets is not None for f in histograms), [f for f in histograms if not sglang[f].buckets]
 
 
 def test_emulator_check_can_fail() -> None:
