@@ -84,11 +84,14 @@ def _labels(node: ast.AST | None, base: tuple[str, ...] | None) -> tuple[str, ..
 
 
 def _numbers(node: ast.AST | None) -> tuple[float, ...] | None:
-    if isinstance(node, ast.List | ast.Tuple) and all(
-        isinstance(e, ast.Constant) and isinstance(e.value, int | float) for e in node.elts
-    ):
-        return tuple(float(e.value) for e in node.elts if isinstance(e, ast.Constant))
-    return None
+    if not isinstance(node, ast.List | ast.Tuple) or not node.elts:
+        return None
+    out: list[float] = []
+    for element in node.elts:
+        if not (isinstance(element, ast.Constant) and isinstance(element.value, int | float)):
+            return None
+        out.append(float(element.value))
+    return tuple(out)
 
 
 def _buckets(node: ast.AST | None, lists: dict[str, tuple[float, ...]]) -> tuple[float, ...] | None:
