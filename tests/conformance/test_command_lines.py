@@ -15,6 +15,7 @@ Per case (each example in examples/ and each SpecServe of the matrix in cases.py
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from functools import cache
 from typing import Any
@@ -78,7 +79,10 @@ def _id(case: Case) -> str:
 
 @pytest.mark.parametrize("case", all_cases(), ids=_id)
 def test_rendered_command_line_is_accepted(case: Case) -> None:
-    result = answers(case.version)[case.id]
+    check_command_line(case, answers(case.version)[case.id])
+
+
+def check_command_line(case: Case, result: dict[str, Any]) -> None:
     if result["parse"] != "accepted":
         flags = offending_flags(result["parse_error"], case.argv)
         pytest.fail(
@@ -164,6 +168,19 @@ def test_adaptive_gates_can_fail(version: str) -> None:
     assert "topk" in (got["topk4"]["adaptive_unsupported_reason"] or "")
     assert "EAGLE" in (got["ngram"]["adaptive_unsupported_reason"] or "")
     assert "is not in the adaptive config candidate_steps" in got["steps"]["adaptive_init"]
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_a_bad_rendered_flag_fails_naming_flag_and_case(version: str) -> None:
+    """A renderer bug would fail the suite with the flag and the case in the message."""
+    good = next(c for c in all_cases() if c.version == version)
+    wrong = next(r.cuda_graph_max_bs_flag for v, r in RELEASES.items() if v != version)
+    bad = dataclasses.replace(good, id=f"{good.id}+bug", argv=[*good.argv, wrong, "8"])
+    result = sglang_env(version).probe({"cli": [bad.probe_request()]})["cli"][0]
+    with pytest.raises(pytest.fail.Exception) as failure:
+        check_command_line(bad, result)
+    assert wrong in str(failure.value)
+    assert bad.id in str(failure.value)
 
 
 def test_removed_cuda_graph_cap_is_ambiguous_in_0_5_23() -> None:
