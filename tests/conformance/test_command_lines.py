@@ -200,6 +200,6 @@ def test_release_table_matches_sglang(version: str) -> None:
 
     assert parses("--speculative-adaptive", "--speculative-adaptive-config", "/tmp/a.json") == rel.has_adaptive
     assert parses("--enforce-disable-flashinfer-allreduce-fusion") == rel.has_enforce_disable_ar_fusion
-    assert parses(rel.cuda_graph_max_bs_flag, "64")
+    assert parses(rel.cuda_graph_max_bs_flag, "8")
     environ = sglang_env(version).source("srt/environ.py").read_text()
     assert ("SGLANG_ENABLE_SPEC_V2" in environ) == (not rel.spec_v2_always_on)
