@@ -48,6 +48,12 @@ ADAPTIVE_MIN_VERSION = min(
 )
 
 
+# Candidate steps of SGLang's built-in adaptive config (DEFAULT_ADAPTIVE_CONFIG in 0.5.23), used when no
+# --speculative-adaptive-config file is given. SGLang refuses to start when --speculative-num-steps is not
+# one of the config's candidates.
+SGLANG_DEFAULT_CANDIDATE_STEPS: tuple[int, ...] = (0, 1, 3, 5, 7)
+
+
 def release(version: str) -> SGLangRelease:
     return RELEASES[version]
 

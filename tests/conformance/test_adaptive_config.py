@@ -163,17 +163,6 @@ def _step_variants() -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason=(
-        "known bug: SpecServe accepts strategy Adaptive with a numSteps that is not a candidate of the adaptive "
-        "config SGLang uses (spec.speculative.adaptiveConfig, or SGLang's default {1:[1,3,5,7],8:[0,1,3],...} "
-        "when neither adaptiveConfig nor crossoverConcurrency is set); SGLang 0.5.23 then refuses to start "
-        "(_init_adaptive_speculative_params: '--speculative-num-steps=N is not in the adaptive config "
-        "candidate_steps'). Remove this marker once validation refuses those specs or the renderer avoids them."
-    ),
-)
 @pytest.mark.parametrize("version", ADAPTIVE_VERSIONS)
 def test_every_accepted_adaptive_spec_starts(version: str) -> None:
     cases = []

@@ -75,6 +75,12 @@ def test_examples_are_valid(path: Any) -> None:
         ({"strategy": "Adaptive", "speculative.algorithm": "NGRAM"}, "spec.speculative.algorithm", "EAGLE3 and EAGLE"),
         ({"strategy": "Adaptive", "engine.sglangVersion": "0.5.9"}, "spec.engine.sglangVersion", "0.5.23 or newer"),
         ({"speculative.adaptiveConfig": {"1": [3]}}, "spec.speculative.adaptiveConfig", "strategy: Adaptive"),
+        (
+            {"strategy": "Adaptive", "speculative.numSteps": 4, "speculative.adaptiveConfig": {"1": [1, 3], "16": [0]}},
+            "spec.speculative.numSteps",
+            "candidate steps in spec.speculative.adaptiveConfig",
+        ),
+        ({"strategy": "Adaptive", "speculative.numSteps": 2}, "spec.speculative.numSteps", "[1, 3, 5, 7]"),
         ({"routing": {}}, "spec.routing.gateway", "name the Gateway"),
         ({"model.cache": {"pvcName": "a", "hostPath": "/b"}}, "spec.model.cache", "exactly one"),
         ({"engine.extraArgs": ["--tp-size", "2"]}, "spec.engine.extraArgs", "use the matching spec field"),

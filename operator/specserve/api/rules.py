@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specserve.versions import ADAPTIVE_MIN_VERSION, RELEASES
+from specserve.versions import ADAPTIVE_MIN_VERSION, RELEASES, SGLANG_DEFAULT_CANDIDATE_STEPS
 
 if TYPE_CHECKING:
     from specserve.api.models import SpecServeSpec
@@ -145,6 +145,33 @@ RULES: tuple[Rule, ...] = (
         message="is only used by the Adaptive strategy; remove it or set strategy: Adaptive",
         cel="self.strategy == 'Adaptive' || !has(self.speculative.adaptiveConfig)",
         holds=lambda s: s.strategy == "Adaptive" or s.speculative.adaptive_config is None,
+    ),
+    Rule(
+        field="spec.speculative.numSteps",
+        message="must be one of the candidate steps in spec.speculative.adaptiveConfig (SGLang refuses to start "
+        "otherwise); add numSteps to a key's list or change numSteps",
+        cel="self.strategy != 'Adaptive' || !has(self.speculative.adaptiveConfig) || "
+        "self.speculative.adaptiveConfig.exists(k, self.speculative.numSteps in self.speculative.adaptiveConfig[k])",
+        holds=lambda s: (
+            s.strategy != "Adaptive"
+            or s.speculative.adaptive_config is None
+            or any(s.speculative.num_steps in steps for steps in s.speculative.adaptive_config.values())
+        ),
+    ),
+    Rule(
+        field="spec.speculative.numSteps",
+        message="with neither adaptiveConfig nor switching.crossoverConcurrency set, SGLang uses its built-in "
+        f"adaptive config, whose candidate steps are {list(SGLANG_DEFAULT_CANDIDATE_STEPS[1:])}; use one of "
+        "them, or set switching.crossoverConcurrency or adaptiveConfig",
+        cel="self.strategy != 'Adaptive' || has(self.speculative.adaptiveConfig) || "
+        f"has(self.switching.crossoverConcurrency) || self.speculative.numSteps in "
+        f"[{', '.join(str(n) for n in SGLANG_DEFAULT_CANDIDATE_STEPS)}]",
+        holds=lambda s: (
+            s.strategy != "Adaptive"
+            or s.speculative.adaptive_config is not None
+            or s.switching.crossover_concurrency is not None
+            or s.speculative.num_steps in SGLANG_DEFAULT_CANDIDATE_STEPS
+        ),
     ),
     Rule(
         field="spec.routing.gateway",
