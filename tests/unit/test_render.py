@@ -188,6 +188,13 @@ def test_old_release_gets_the_spec_v2_env_var_and_its_own_flags() -> None:
     assert container(spec_pool)["image"].endswith(":0.5.9-cu130")
 
 
+def test_ngram_on_the_old_release_gets_no_spec_v2_env_var() -> None:
+    spec = with_(
+        {"engine.sglangVersion": "0.5.9", "speculative.algorithm": "NGRAM", "speculative.draftModelPath": None}
+    )
+    assert all("env" not in container(d) for d in by_kind(render(obj(spec)), "Deployment"))
+
+
 def test_new_release_needs_no_env_var() -> None:
     out = render(obj(MINIMAL))
     assert all("env" not in container(d) for d in by_kind(out, "Deployment"))

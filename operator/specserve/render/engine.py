@@ -90,8 +90,9 @@ def sglang_env(spec: SpecServeSpec, flavour: Flavour) -> list[dict[str, object]]
     """Container environment for one pool, as Kubernetes EnvVar objects."""
     env: list[dict[str, object]] = []
     rel = release(spec.engine.sglang_version)
-    if flavour.speculative and not rel.spec_v2_always_on and spec.speculative.eagle_topk == 1:
-        # Before 0.5.2x the overlap (spec v2) path is opt-in and needs topk 1.
+    eagle_family = spec.speculative.algorithm in _STEPPED
+    if flavour.speculative and eagle_family and not rel.spec_v2_always_on and spec.speculative.eagle_topk == 1:
+        # Before 0.5.2x the overlap (spec v2) path is opt-in and needs topk 1; NGRAM has no v2 path.
         env.append({"name": "SGLANG_ENABLE_SPEC_V2", "value": "True"})
     token = spec.model.hf_token_secret
     if token is not None:
