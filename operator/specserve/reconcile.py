@@ -70,7 +70,11 @@ def previous_status(body: Mapping[str, Any]) -> SpecServeStatus:
 
 
 def active_mode(obj: SpecServe, status: SpecServeStatus) -> Mode:
-    return status.active_mode or obj.spec.switching.initial_mode
+    """The mode of the last applied switching decision; before any, spec.switching.initialMode."""
+    decision = status.last_decision
+    if decision is not None and decision.applied:
+        return decision.to_mode
+    return obj.spec.switching.initial_mode
 
 
 async def _write_status(kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, new: SpecServeStatus) -> bool:

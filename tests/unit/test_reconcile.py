@@ -128,3 +128,20 @@ async def test_unreadable_status_is_rebuilt() -> None:
     outcome = await reconcile(kube, body(MINIMAL, status={"conditions": "garbage"}))
     assert outcome.status_written and kube.status is not None
     assert kube.status["activeMode"] == "Speculative"
+
+
+async def test_without_decisions_the_mode_follows_initial_mode() -> None:
+    kube = FakeKube()
+    await reconcile(kube, body(MINIMAL))
+    assert kube.status is not None and kube.status["activeMode"] == "Speculative"
+    await reconcile(kube, body(with_({"switching.initialMode": "Baseline"}), 2, status=kube.status))
+    assert kube.status["activeMode"] == "Baseline"
+    route = kube.objects[("HTTPRoute", "m")]
+    assert [b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]] == [0, 100]
+
+
+async def test_an_applied_decision_wins_over_initial_mode() -> None:
+    kube = FakeKube()
+    decision = {"time": "2026-01-01T00:00:00Z", "toMode": "Baseline", "reason": "load above crossover"}
+    await reconcile(kube, body(MINIMAL, status={"lastDecision": decision}))
+    assert kube.status is not None and kube.status["activeMode"] == "Baseline"
