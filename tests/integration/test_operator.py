@@ -123,6 +123,17 @@ def condition(body: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
     return None
 
 
+async def create_and_wait(cluster: Cluster, doc: dict[str, Any]) -> None:
+    """Create the SpecServe and wait for the operator's first status."""
+    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(doc)
+    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+
+
+async def edit_spec(cluster: Cluster, generation: int, spec: dict[str, Any]) -> None:
+    """A user's edit: kmock does not bump metadata.generation, so the edit carries it."""
+    await cluster.patch(SPECSERVES, "kimi-k25", {"metadata": {"generation": generation}, "spec": spec})
+
+
 def mark_pods_ready(cluster: Cluster, name: str) -> Any:
     deployment = cluster.obj(DEPLOYMENTS, name)
     assert deployment is not None
@@ -199,8 +210,7 @@ async def test_create_renders_owned_children_and_reports_readiness(
 
 
 async def test_steady_state_makes_no_writes(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await create_and_wait(cluster, kimi_doc)
     await asyncio.sleep(RESYNC * 3)  # let kopf finish its own bookkeeping writes
     start = cluster.request_count()
     await asyncio.sleep(RESYNC * 6)  # several resync periods
@@ -219,17 +229,9 @@ async def test_repairs_drift(cluster: Cluster, operator: None, kimi_doc: dict[st
 
 
 async def test_switching_knobs_do_not_restart_pods(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await create_and_wait(cluster, kimi_doc)
     before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
-    await cluster.patch(
-        SPECSERVES,
-        "kimi-k25",
-        {
-            "metadata": {"generation": 2},
-            "spec": {"switching": {"hysteresis": 0.3, "minDwellSeconds": 900, "advisory": True}},
-        },
-    )
+    await edit_spec(cluster, 2, {"switching": {"hysteresis": 0.3, "minDwellSeconds": 900, "advisory": True}})
     await eventually(
         lambda: (cluster.obj(SPECSERVES, "kimi-k25") or {}).get("status", {}).get("observedGeneration") == 2,
         what="generation 2 observed",
@@ -245,14 +247,7 @@ async def test_engine_change_rolls_pods_and_strategy_change_prunes(
     await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base"), what="baseline pool")
     old_hash = cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["template"]["metadata"]["annotations"]  # type: ignore[index]
 
-    await cluster.patch(
-        SPECSERVES,
-        "kimi-k25",
-        {
-            "metadata": {"generation": 2},
-            "spec": {"strategy": "Restart", "engine": {"memFractionStatic": 0.8}},
-        },
-    )
+    await edit_spec(cluster, 2, {"strategy": "Restart", "engine": {"memFractionStatic": 0.8}})
     await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-engine"), what="the Restart pool")
     await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base") is None, what="baseline pool pruned")
     assert cluster.obj(DEPLOYMENTS, "kimi-k25-spec") is None
@@ -269,18 +264,10 @@ async def test_engine_change_rolls_pods_and_strategy_change_prunes(
 async def test_invalid_update_is_reported_and_disturbs_nothing(
     cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
 ) -> None:
-    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await create_and_wait(cluster, kimi_doc)
     before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
 
-    await cluster.patch(
-        SPECSERVES,
-        "kimi-k25",
-        {
-            "metadata": {"generation": 2},
-            "spec": {"placement": {"gpusPerPod": 6}, "engine": {"extraArgs": ["--tp-size=2"]}},
-        },
-    )
+    await edit_spec(cluster, 2, {"placement": {"gpusPerPod": 6}, "engine": {"extraArgs": ["--tp-size=2"]}})
     degraded = await eventually(
         lambda: (c := condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")) and c["status"] == "True" and c,
         what="Degraded=True",
@@ -296,14 +283,7 @@ async def test_invalid_update_is_reported_and_disturbs_nothing(
         assert cluster.obj(DEPLOYMENTS, name)["spec"] == old["spec"]  # type: ignore[index]
 
     # Fixing the spec clears Degraded and applies it.
-    await cluster.patch(
-        SPECSERVES,
-        "kimi-k25",
-        {
-            "metadata": {"generation": 3},
-            "spec": {"placement": {"gpusPerPod": 8}, "engine": {"extraArgs": []}},
-        },
-    )
+    await edit_spec(cluster, 3, {"placement": {"gpusPerPod": 8}, "engine": {"extraArgs": []}})
     await eventually(
         lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded") or {}).get("status") == "False",
         what="Degraded=False after the fix",
@@ -311,8 +291,7 @@ async def test_invalid_update_is_reported_and_disturbs_nothing(
 
 
 async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await create_and_wait(cluster, kimi_doc)
     await cluster.delete(SPECSERVES, "kimi-k25")
     await eventually(lambda: cluster.obj(SPECSERVES, "kimi-k25") is None, what="the SpecServe to go")
     # kmock has no garbage collector: children go through their owner references in a real cluster
@@ -325,9 +304,8 @@ async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: None, ki
 async def test_every_api_call_is_covered_by_declared_rbac(
     cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
 ) -> None:
-    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
-    await cluster.patch(SPECSERVES, "kimi-k25", {"metadata": {"generation": 2}, "spec": {"strategy": "Restart"}})
+    await create_and_wait(cluster, kimi_doc)
+    await edit_spec(cluster, 2, {"strategy": "Restart"})
     await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base") is None, what="pruning")
     verbs = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
     uncovered = set()
@@ -346,8 +324,7 @@ async def test_every_api_call_is_covered_by_declared_rbac(
 async def test_children_are_server_side_applied_by_the_specserve_field_manager(
     cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
 ) -> None:
-    cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-    await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="first status")
+    await create_and_wait(cluster, kimi_doc)
     child_patches = [
         r
         for r in list(cluster.api)
