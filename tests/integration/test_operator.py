@@ -335,4 +335,5 @@ async def test_children_are_server_side_applied_by_the_specserve_field_manager(
         assert request.headers["Content-Type"] == "application/apply-patch+yaml"
         assert request.params["fieldManager"] == "specserve" and request.params["force"] == "true"
         assert request.data["metadata"]["name"] == request.name  # a whole object, not a patch fragment
+        assert request.headers["Authorization"] == "Bearer test-token"  # the kubeconfig's credentials
     assert not [r for r in list(cluster.api) if r.method.value in ("POST", "PUT") and r.resource is not None]
