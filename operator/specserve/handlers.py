@@ -46,7 +46,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
         async with lock:
             plain = _plain(body)
-            outcome = await reconcile(kube, plain)
+            outcome = await reconcile(kube, plain, last_write=memo.get("last_write"))
+            if outcome.write is not None:
+                memo["last_write"] = outcome.write
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
             kopf.warn(body, reason="InvalidSpec", message=outcome.invalid)

@@ -42,6 +42,15 @@ class Kube(Protocol):
 
 
 @dataclass(frozen=True)
+class StatusWrite:
+    """A status this operator wrote, and the one it replaced: lets the next reconcile read its own write even
+    when the object it is handed predates it (watch events and timers can lag behind our own patches)."""
+
+    before: SpecServeStatus
+    after: SpecServeStatus
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a reconcile did, for logs, events and tests."""
 
@@ -51,6 +60,7 @@ class Outcome:
     invalid: str | None = None  # the message, when the spec was rejected
     newly_invalid: bool = False  # the rejection is new (emit one event, not one per resync)
     status: SpecServeStatus | None = None  # the status after this reconcile
+    write: StatusWrite | None = None  # set when this reconcile wrote the status
 
 
 def _now() -> str:
@@ -69,6 +79,13 @@ def previous_status(body: Mapping[str, Any]) -> SpecServeStatus:
         return SpecServeStatus()  # unreadable (hand-edited) status: rebuild it from observation
 
 
+def current_status(body: Mapping[str, Any], last_write: StatusWrite | None) -> SpecServeStatus:
+    seen = previous_status(body)
+    if last_write is not None and same_status(seen, last_write.before):
+        return last_write.after  # our last write has not come back through the watch yet
+    return seen
+
+
 def active_mode(obj: SpecServe, status: SpecServeStatus) -> Mode:
     """The mode of the last applied switching decision; before any, spec.switching.initialMode."""
     decision = status.last_decision
@@ -77,25 +94,30 @@ def active_mode(obj: SpecServe, status: SpecServeStatus) -> Mode:
     return obj.spec.switching.initial_mode
 
 
-async def _write_status(kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, new: SpecServeStatus) -> bool:
+async def _write_status(
+    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, new: SpecServeStatus
+) -> StatusWrite | None:
     if same_status(old, new):
-        return False
+        return None
     meta = body["metadata"]
     await kube.patch_status(SPECSERVE, meta["namespace"], meta["name"], status_body(new))
-    return True
+    return StatusWrite(before=previous_status(body), after=new)
 
 
-async def reconcile(kube: Kube, body: Mapping[str, Any], now: Callable[[], str] = _now) -> Outcome:
+async def reconcile(
+    kube: Kube, body: Mapping[str, Any], last_write: StatusWrite | None = None, now: Callable[[], str] = _now
+) -> Outcome:
     meta = body.get("metadata") or {}
     namespace, generation = meta.get("namespace", "default"), meta.get("generation")
-    old = previous_status(body)
+    old = current_status(body, last_write)
     try:
         obj = parse_object(body)
     except InvalidSpecServe as exc:
         message = f"not applied, running pods are left as they are: {exc}"
         new = invalid_status(old, generation, message, now())
-        written = await _write_status(kube, body, old, new)
-        return Outcome(status_written=written, invalid=str(exc), newly_invalid=written, status=new)
+        write = await _write_status(kube, body, old, new)
+        written = write is not None
+        return Outcome(status_written=written, invalid=str(exc), newly_invalid=written, status=new, write=write)
 
     mode = active_mode(obj, old)
     desired = render(obj, mode)
@@ -141,8 +163,10 @@ async def reconcile(kube: Kube, body: Mapping[str, Any], now: Callable[[], str] 
         problems=tuple(problems),
     )
     new = observed_status(old, seen, now())
-    written = await _write_status(kube, body, old, new)
-    return Outcome(applied=tuple(applied), pruned=tuple(pruned), status_written=written, status=new)
+    write = await _write_status(kube, body, old, new)
+    return Outcome(
+        applied=tuple(applied), pruned=tuple(pruned), status_written=write is not None, status=new, write=write
+    )
 
 
 async def _prune(kube: Kube, obj: SpecServe, desired: list[JSON], problems: list[str]) -> list[str]:

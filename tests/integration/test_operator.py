@@ -104,10 +104,10 @@ async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
         yield Cluster(api, url, session)
 
 
-@pytest.fixture()
-async def operator(cluster: Cluster) -> AsyncIterator[None]:
+@pytest.fixture(params=[False])
+async def operator(cluster: Cluster, request: pytest.FixtureRequest) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    config = OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=False)
+    config = OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=request.param)
     task = asyncio.create_task(serve(config, KubeClient.from_environment(), stop_flag=stop))
     yield
     stop.set()
@@ -261,6 +261,7 @@ async def test_engine_change_rolls_pods_and_strategy_change_prunes(
     assert new_hash["specserve.io/engine-config-hash"] != old_hash["specserve.io/engine-config-hash"]
 
 
+@pytest.mark.parametrize("operator", [True], indirect=True)  # with Kubernetes events posted
 async def test_invalid_update_is_reported_and_disturbs_nothing(
     cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
 ) -> None:
@@ -279,6 +280,14 @@ async def test_invalid_update_is_reported_and_disturbs_nothing(
     status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
     assert status["observedGeneration"] == 1  # generation 2 was not applied
     await asyncio.sleep(RESYNC * 3)
+    warnings = [
+        r.data
+        for r in list(cluster.api)
+        if r.method.value == "POST" and r.resource is not None and r.resource.plural == "events"
+    ]
+    assert [(w["type"], w["reason"]) for w in warnings] == [("Warning", "InvalidSpec")]  # one, not one per resync
+    assert "spec.placement.gpusPerPod" in warnings[0]["message"]
+    assert warnings[0]["involvedObject"]["name"] == "kimi-k25"
     for name, old in before.items():
         assert cluster.obj(DEPLOYMENTS, name)["spec"] == old["spec"]  # type: ignore[index]
 

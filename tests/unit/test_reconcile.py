@@ -145,3 +145,25 @@ async def test_an_applied_decision_wins_over_initial_mode() -> None:
     decision = {"time": "2026-01-01T00:00:00Z", "toMode": "Baseline", "reason": "load above crossover"}
     await reconcile(kube, body(MINIMAL, status={"lastDecision": decision}))
     assert kube.status is not None and kube.status["activeMode"] == "Baseline"
+
+
+async def test_a_stale_object_does_not_make_us_write_our_status_again() -> None:
+    kube = FakeKube()
+    first = await reconcile(kube, body(MINIMAL))
+    assert first.write is not None
+    stale = body(with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2}), 2, status=kube.status)
+    rejected = await reconcile(kube, stale, last_write=first.write)
+    assert rejected.newly_invalid and rejected.write is not None
+    kube.writes.clear()
+    # The watch has not delivered our Degraded status yet: the object still carries the older one.
+    again = await reconcile(kube, stale, last_write=rejected.write, now=lambda: "2099-01-01T00:00:00Z")
+    assert kube.writes == [] and not again.newly_invalid
+
+
+async def test_someone_elses_status_edit_is_repaired() -> None:
+    kube = FakeKube()
+    first = await reconcile(kube, body(MINIMAL))
+    assert kube.status is not None
+    tampered = {**kube.status, "activeMode": "Baseline"}
+    again = await reconcile(kube, body(MINIMAL, status=tampered), last_write=first.write)
+    assert again.status_written and kube.status["activeMode"] == "Speculative"
