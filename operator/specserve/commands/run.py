@@ -22,7 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--liveness", metavar="URL", help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz"
     )
     parser.add_argument("--metrics-port", type=int, help="serve the operator's Prometheus metrics on this port")
-    parser.add_argument("--prometheus-url", help="default Prometheus URL for SpecServes that do not name one")
+    parser.add_argument(
+        "--prometheus-url",
+        help="default Prometheus URL for SpecServes that name none (for load-based switching, not read yet)",
+    )
     parser.add_argument("--resync-seconds", type=float, default=30.0, help="drift repair interval (default 30)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
