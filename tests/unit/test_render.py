@@ -253,7 +253,9 @@ def test_podmonitor_only_when_asked() -> None:
         render(obj(with_({"monitoring": {"podMonitor": True, "labels": {"release": "kps"}}}))), "PodMonitor"
     )
     assert pm["metadata"]["labels"]["release"] == "kps"
-    assert pm["spec"]["podMetricsEndpoints"][0]["path"] == "/metrics"
+    endpoint = pm["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
+    assert {r["targetLabel"] for r in endpoint["relabelings"]} == {"specserve_instance", "specserve_pool", "specserve_mode"}
 
 
 def test_adaptive_steps_edges() -> None:
