@@ -255,7 +255,11 @@ def test_podmonitor_only_when_asked() -> None:
     assert pm["metadata"]["labels"]["release"] == "kps"
     endpoint = pm["spec"]["podMetricsEndpoints"][0]
     assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
-    assert {r["targetLabel"] for r in endpoint["relabelings"]} == {"specserve_instance", "specserve_pool", "specserve_mode"}
+    assert {r["targetLabel"] for r in endpoint["relabelings"]} == {
+        "specserve_instance",
+        "specserve_pool",
+        "specserve_mode",
+    }
 
 
 def test_adaptive_steps_edges() -> None:
