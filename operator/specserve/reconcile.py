@@ -12,13 +12,13 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from specserve.api.models import Mode, SpecServe, SpecServeStatus, Weights
+from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.drift import contains
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, OWNED_KINDS, SPECSERVE, Kind, kind_of
 from specserve.render import render
-from specserve.render.manifests import LABEL_INSTANCE, PoolRole, pools, weights
+from specserve.render.manifests import LABEL_INSTANCE, pools, weights
 from specserve.status import (
     Observation,
     PoolHealth,
@@ -107,65 +107,67 @@ async def _write_status(
 async def reconcile(
     kube: Kube, body: Mapping[str, Any], last_write: StatusWrite | None = None, now: Callable[[], str] = _now
 ) -> Outcome:
-    meta = body.get("metadata") or {}
-    namespace, generation = meta.get("namespace", "default"), meta.get("generation")
     old = current_status(body, last_write)
     try:
         obj = parse_object(body)
     except InvalidSpecServe as exc:
         message = f"not applied, running pods are left as they are: {exc}"
-        new = invalid_status(old, generation, message, now())
+        new = invalid_status(old, (body.get("metadata") or {}).get("generation"), message, now())
         write = await _write_status(kube, body, old, new)
         written = write is not None
         return Outcome(status_written=written, invalid=str(exc), newly_invalid=written, status=new, write=write)
 
     mode = active_mode(obj, old)
     desired = render(obj, mode)
-    applied, problems = [], []
-    live_by_ref: dict[str, JSON | None] = {}
-    for manifest in desired:
-        kind, name = kind_of(manifest), manifest["metadata"]["name"]
-        try:
-            live = await kube.get(kind, namespace, name)
-            if live is None or not contains(live, manifest):
-                live = await kube.apply(manifest)
-                applied.append(_ref(manifest))
-            live_by_ref[_ref(manifest)] = live
-        except KubeError as exc:
-            problems.append(f"{_ref(manifest)}: {exc}")
+    live, applied, problems = await _apply_drifted(kube, obj.metadata.namespace, desired)
     pruned = await _prune(kube, obj, desired, problems)
-
-    the_pools = {p.role: p for p in pools(obj, mode)}
-
-    def health(role: str) -> PoolHealth | None:
-        pool = the_pools.get(role)
-        if pool is None:
-            return None
-        return PoolHealth.observe(pool.name, pool.replicas, live_by_ref.get(f"{DEPLOYMENT.kind}/{pool.name}"))
-
-    engine = the_pools.get(PoolRole.ENGINE)
-    speculative = health(PoolRole.SPECULATIVE)
-    baseline = health(PoolRole.BASELINE)
-    if engine is not None:  # one pool: it stands for the flavour it runs
-        speculative, baseline = (
-            (health(PoolRole.ENGINE), None) if engine.flavour.speculative else (None, health(PoolRole.ENGINE))
-        )
-    route_requested = obj.spec.routing.gateway is not None
-    w = weights(obj, mode)
-    seen = Observation(
-        generation=generation,
-        strategy=obj.spec.strategy,
-        mode=mode,
-        weights=Weights(speculative=w.speculative, baseline=w.baseline) if route_requested else None,
-        speculative_pool=speculative,
-        baseline_pool=baseline,
-        route=RouteHealth.observe(route_requested, live_by_ref.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")),
-        problems=tuple(problems),
-    )
+    seen = observe(obj, mode, live, problems)
     new = observed_status(old, seen, now())
     write = await _write_status(kube, body, old, new)
     return Outcome(
         applied=tuple(applied), pruned=tuple(pruned), status_written=write is not None, status=new, write=write
+    )
+
+
+async def _apply_drifted(
+    kube: Kube, namespace: str, desired: list[JSON]
+) -> tuple[dict[str, JSON | None], list[str], list[str]]:
+    """Apply each desired object that is missing or drifted; return the live objects by "Kind/name",
+    what was applied, and the failures (reported in status, never raised)."""
+    live_by_ref: dict[str, JSON | None] = {}
+    applied, problems = [], []
+    for manifest in desired:
+        ref = _ref(manifest)
+        try:
+            live = await kube.get(kind_of(manifest), namespace, manifest["metadata"]["name"])
+            if live is None or not contains(live, manifest):
+                live = await kube.apply(manifest)
+                applied.append(ref)
+            live_by_ref[ref] = live
+        except KubeError as exc:
+            problems.append(f"{ref}: {exc}")
+    return live_by_ref, applied, problems
+
+
+def observe(obj: SpecServe, mode: Mode, live: Mapping[str, JSON | None], problems: list[str]) -> Observation:
+    """What the live objects say about the pools and the route (pure). A single-pool strategy's pool
+    stands for the flavour it runs."""
+    health = {
+        pool.flavour.speculative: PoolHealth.observe(
+            pool.name, pool.replicas, live.get(f"{DEPLOYMENT.kind}/{pool.name}")
+        )
+        for pool in pools(obj, mode)
+    }
+    route_requested = obj.spec.routing.gateway is not None
+    return Observation(
+        generation=obj.metadata.generation,
+        strategy=obj.spec.strategy,
+        mode=mode,
+        weights=weights(obj, mode) if route_requested else None,
+        speculative_pool=health.get(True),
+        baseline_pool=health.get(False),
+        route=RouteHealth.observe(route_requested, live.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")),
+        problems=tuple(problems),
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from specserve.api.models import API_VERSION, KIND, Mode, SpecServe, SpecServeSpec, Strategy
+from specserve.api.models import API_VERSION, KIND, Mode, SpecServe, SpecServeSpec, Strategy, Weights
 from specserve.policy.adaptive import sglang_config_file
 from specserve.render.engine import (
     ADAPTIVE_CONFIG_DIR,
@@ -41,12 +41,6 @@ class PoolRole:
     SPECULATIVE = "speculative"
     BASELINE = "baseline"
     ENGINE = "engine"  # the single pool of Restart and Adaptive
-
-
-@dataclass(frozen=True)
-class Weights:
-    speculative: int
-    baseline: int
 
 
 @dataclass(frozen=True)
