@@ -28,7 +28,7 @@ REQUIRED_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", "configmaps", ("get", "list", "create", "patch", "delete")),
     PolicyRule("gateway.networking.k8s.io", "httproutes", ("get", "list", "create", "patch", "delete")),
     PolicyRule("monitoring.coreos.com", "podmonitors", ("get", "list", "create", "patch", "delete")),
-    # Pods are only read (pool health and pending checks).
+    # Pods are only ever read: load-based switching must not act while pods are pending (not called yet).
     PolicyRule("", "pods", ("get", "list", "watch")),
     # kopf posts Kubernetes events for warnings and handler outcomes.
     PolicyRule("", "events", ("create", "patch")),
