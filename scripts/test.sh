@@ -7,7 +7,7 @@ root="$PWD"
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "Prometheus server (Debian package, for the load-metrics tests)"
+step "Prometheus server (Debian package; tests/integration/test_prometheus.py starts it on loopback)"
 if ! command -v prometheus >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null

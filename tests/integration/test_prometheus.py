@@ -1,0 +1,126 @@
+"""A real Prometheus server (Debian's package, on loopback) scraping the SGLang emulator: the exposition is
+accepted by Prometheus, and the load query that load-based switching is built on returns the requests in
+flight, read through prometheus-api-client as the operator will."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_api_client import PrometheusConnect
+
+from specserve.emulator.engine import EngineConfig, Mode
+from specserve.emulator.profile import load_profile
+from specserve.emulator.testing import emulator_thread
+
+IN_FLIGHT = 12
+LOAD_QUERY = "sum(sglang:num_running_reqs) + sum(sglang:num_queue_reqs)"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture()
+def emulator() -> Iterator[str]:
+    config = EngineConfig(profile=load_profile("seed-kimi-k25-rtxpro6000"), mode=Mode.SPECULATIVE, time_scale=1.0)
+    with emulator_thread(config) as url:
+        yield url
+
+
+@pytest.fixture()
+def prometheus(tmp_path: Path, emulator: str) -> Iterator[PrometheusConnect]:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("the prometheus binary is missing under CI (scripts/test.sh installs it)", pytrace=False)
+        pytest.skip("no prometheus binary: apt-get install prometheus (scripts/test.sh does)")
+    target = emulator.removeprefix("http://")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n- job_name: sglang\n  static_configs:\n  - targets: ['{target}']\n",
+        encoding="utf-8",
+    )
+    port = _free_port()
+    process = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        client = PrometheusConnect(url=f"http://127.0.0.1:{port}", disable_ssl=True)
+        deadline = time.monotonic() + 30
+        while not _ready(client):
+            assert process.poll() is None, "prometheus exited at start-up"
+            assert time.monotonic() < deadline, "prometheus did not become ready in 30 s"
+            time.sleep(0.2)
+        yield client
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _ready(client: PrometheusConnect) -> bool:
+    try:
+        return bool(client.check_prometheus_connection())
+    except Exception:
+        return False
+
+
+def _value(client: PrometheusConnect, query: str) -> float | None:
+    result = client.custom_query(query)
+    return float(result[0]["value"][1]) if result else None
+
+
+async def _hold_requests(url: str, stop: asyncio.Event) -> None:
+    """Keep IN_FLIGHT long streaming completions open until `stop` is set."""
+
+    async def one(session: aiohttp.ClientSession) -> None:
+        body = {"model": "default", "prompt": "Write a long function.", "max_tokens": 4000, "stream": True}
+        async with session.post(f"{url}/v1/completions", json=body) as response:
+            assert response.status == 200
+            async for _ in response.content:
+                if stop.is_set():
+                    return
+
+    async with aiohttp.ClientSession() as session:
+        tasks = [asyncio.create_task(one(session)) for _ in range(IN_FLIGHT)]
+        await stop.wait()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def test_prometheus_scrapes_the_engine_load(emulator: str, prometheus: PrometheusConnect) -> None:
+    stop = asyncio.Event()
+    load = asyncio.create_task(_hold_requests(emulator, stop))
+    try:
+        deadline = time.monotonic() + 30
+        seen: float | None = None
+        while time.monotonic() < deadline:
+            seen = await asyncio.to_thread(_value, prometheus, LOAD_QUERY)
+            if seen == IN_FLIGHT:
+                break
+            await asyncio.sleep(0.5)
+        assert seen == IN_FLIGHT, f"Prometheus reports load {seen}, expected {IN_FLIGHT}"
+        accept = await asyncio.to_thread(_value, prometheus, "max(sglang:spec_accept_length)")
+        assert accept is not None and accept > 1  # the speculative engine's acceptance length is scraped too
+    finally:
+        stop.set()
+        await load
