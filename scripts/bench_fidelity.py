@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,17 +22,11 @@ import urllib.request
 from pathlib import Path
 
 from specserve.emulator.profile import load_profile
+from specserve.emulator.testing import free_port
 
 # K per profile: long enough requests at C=1 (client round trips stay < 2% of a request), short enough at C=250.
 DEFAULT_TIME_SCALE = {"seed-kimi-k25-rtxpro6000": 10.0, "eagle3-llama31-8b-h100": 2.0}
 LEVELS = "1,2,5,10,30,70,100,250"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_ready(url: str, timeout: float = 30.0) -> None:

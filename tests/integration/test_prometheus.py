@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,17 +19,10 @@ from prometheus_api_client import PrometheusConnect
 
 from specserve.emulator.engine import EngineConfig, Mode
 from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import emulator_thread
+from specserve.emulator.testing import emulator_thread, free_port
 
 IN_FLIGHT = 12
 LOAD_QUERY = "sum(sglang:num_running_reqs) + sum(sglang:num_queue_reqs)"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture()
@@ -54,7 +46,7 @@ def prometheus(tmp_path: Path, emulator: str) -> Iterator[PrometheusConnect]:
         f"scrape_configs:\n- job_name: sglang\n  static_configs:\n  - targets: ['{target}']\n",
         encoding="utf-8",
     )
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}"],

@@ -4,6 +4,7 @@ scripts that drive it with synchronous code, such as the `specserve bench` comma
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,14 @@ from aiohttp import web
 
 from specserve.emulator.engine import EngineConfig
 from specserve.emulator.server import build_app
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A loopback port free right now (for a process that needs one on its command line)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @contextmanager
