@@ -150,15 +150,16 @@ async def test_create_renders_owned_children_and_reports_readiness(
     cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
 ) -> None:
     cluster.api.objects[SPECSERVES, NS, "kimi-k25"] = specserve(kimi_doc)
-
-    await eventually(lambda: cluster.obj(ROUTES, "kimi-k25"), what="the HTTPRoute")
-    for resource, name in [
+    children = [
         (DEPLOYMENTS, "kimi-k25-spec"),
         (DEPLOYMENTS, "kimi-k25-base"),
         (SERVICES, "kimi-k25-spec"),
         (SERVICES, "kimi-k25-base"),
+        (ROUTES, "kimi-k25"),
         (PODMONITORS, "kimi-k25"),
-    ]:
+    ]
+    await eventually(lambda: all(cluster.obj(r, n) for r, n in children), what="every child object")
+    for resource, name in children:
         child = cluster.obj(resource, name)
         assert child is not None, f"{resource} {name} missing"
         owners = child["metadata"]["ownerReferences"]
