@@ -75,7 +75,7 @@ def _path(resource: str, name: str) -> str:
     return f"{prefix}/namespaces/{NS}/{parts[-1]}/{name}"
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -121,6 +121,17 @@ def condition(body: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
         if cond["type"] == type_:
             return dict(cond)
     return None
+
+
+async def quiescence(cluster: Cluster, timeout: float = 20.0) -> None:
+    """Wait until two resync periods pass without a write."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        start = cluster.request_count()
+        await asyncio.sleep(RESYNC * 2)
+        if not cluster.writes_since(start):
+            return
+    raise AssertionError(f"writes never stopped within {timeout} s")
 
 
 async def create_and_wait(cluster: Cluster, doc: dict[str, Any]) -> None:
@@ -212,7 +223,7 @@ async def test_create_renders_owned_children_and_reports_readiness(
 
 async def test_steady_state_makes_no_writes(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
     await create_and_wait(cluster, kimi_doc)
-    await asyncio.sleep(RESYNC * 3)  # let kopf finish its own bookkeeping writes
+    await quiescence(cluster)  # kopf's own bookkeeping writes after the first handling
     start = cluster.request_count()
     await asyncio.sleep(RESYNC * 6)  # several resync periods
     assert cluster.request_count() > start, "the resync timer did not run: the window proves nothing"
