@@ -47,10 +47,7 @@ def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) 
     # the seed's shape: baseline ahead everywhere, by far at high concurrency; both grow with concurrency
     assert base[24]["output_tokens_per_s"] > 1.8 * spec[24]["output_tokens_per_s"]
     assert spec[1]["output_tokens_per_s"] < spec[4]["output_tokens_per_s"] < spec[24]["output_tokens_per_s"]
-    # and roughly the profile's numbers (loose: a unit test on a busy 2-core machine)
-    profile = load_profile(SEED)
-    assert base[24]["output_tokens_per_s"] == pytest.approx(profile.baseline.at(24), rel=0.3)
-    assert spec[4]["output_tokens_per_s"] == pytest.approx(profile.speculative.at(4), rel=0.3)
+    # (How close the numbers come to the profile is timing: scripts/bench_fidelity.py measures it, not a test.)
     assert spec[4]["accept_length"] == pytest.approx(2.1) and base[4]["accept_length"] is None
     assert all(lv["errors"] == 0 and lv["ttft_p50_s"] > 0 and lv["tpot_p99_s"] > 0 for lv in spec.values())
     # two results -> one plot with two curves; then calibrate says baseline only
