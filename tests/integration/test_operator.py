@@ -291,12 +291,17 @@ async def test_invalid_update_is_reported_and_disturbs_nothing(
     assert degraded["observedGeneration"] == 2
     status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
     assert status["observedGeneration"] == 1  # generation 2 was not applied
-    await asyncio.sleep(RESYNC * 3)
-    warnings = [
-        r.data
-        for r in list(cluster.api)
-        if r.method.value == "POST" and r.resource is not None and r.resource.plural == "events"
-    ]
+
+    def posted_events() -> list[dict[str, Any]]:
+        return [
+            r.data
+            for r in list(cluster.api)
+            if r.method.value == "POST" and r.resource is not None and r.resource.plural == "events"
+        ]
+
+    await eventually(posted_events, what="the warning event")
+    await asyncio.sleep(RESYNC * 3)  # several resyncs of the same invalid spec
+    warnings = posted_events()
     assert [(w["type"], w["reason"]) for w in warnings] == [("Warning", "InvalidSpec")]  # one, not one per resync
     assert "spec.placement.gpusPerPod" in warnings[0]["message"]
     assert warnings[0]["involvedObject"]["name"] == "kimi-k25"
