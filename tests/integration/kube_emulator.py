@@ -35,11 +35,12 @@ RESOURCES: dict[str, dict[str, Any]] = {
 class ApplyingEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         is_apply = "apply-patch" in request.headers.get("Content-Type", "")
-        if is_apply and request.action == enums.action.UPDATE and request.resource is not None:
-            key = (request.resource, request.namespace, request.name)
+        resource, name = request.resource, request.name
+        if is_apply and request.action == enums.action.UPDATE and resource is not None and name is not None:
+            key = (resource, request.namespace, name)
             if key not in self.objects or self.objects[key].deleted:
                 # Create it empty; the apply below then fills it in as kmock's plain merge.
-                self.objects[key] = {"metadata": {"name": request.name, "namespace": request.namespace}}
+                self.objects[key] = {"metadata": {"name": name, "namespace": request.namespace}}
         return await super()._handle(request)
 
 
