@@ -9,6 +9,7 @@ from typing import Any
 import celpy
 import jsonschema
 import pytest
+from celpy.adapter import json_to_cel
 
 from specserve.api.crd import crd
 from specserve.api.models import SpecServeSpec
@@ -138,7 +139,7 @@ SAMPLES: list[dict[str, Any]] = [
 
 def _as_api_server_sees_it(raw: dict[str, Any]) -> tuple[SpecServeSpec, Any]:
     spec = SpecServeSpec.model_validate(raw)  # field rules and defaults only, as the schema applies them
-    return spec, celpy.json_to_cel(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return spec, json_to_cel(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.field)

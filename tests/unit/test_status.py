@@ -113,7 +113,7 @@ def test_pool_health_from_a_live_deployment() -> None:
         "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2},
     }
     assert PoolHealth.observe("p", 2, live).condition()[0] == ConditionStatus.FALSE  # controller has not caught up
-    live["status"]["observedGeneration"] = 2  # type: ignore[index]
+    live["status"]["observedGeneration"] = 2
     assert PoolHealth.observe("p", 2, live).condition()[0] == ConditionStatus.TRUE
     assert PoolHealth.observe("p", 1, None).condition()[1] == "PodsNotReady"
 
