@@ -25,7 +25,7 @@ bash scripts/install-kube-tools.sh "$root/.tools/bin"
 export PATH="$root/.tools/bin:$root/.venv/bin:$PATH"
 
 step "ruff"
-ruff check operator tests
+ruff check operator tests scripts
 step "mypy (strict)"
 mypy
 
