@@ -154,65 +154,39 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     }
 
 
+def _envelope(rid: str, model: str, obj: str, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """The OpenAI response and chunk frame every endpoint shares."""
+    return {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": choices, **extra}
+
+
+def _choice(finish: str | None, **content: Any) -> dict[str, Any]:
+    return {"index": 0, **content, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+
+
 def chat_response(rid: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None},
-                "logprobs": None,
-                "finish_reason": "length",
-                "matched_stop": None,
-            }
-        ],
-        "usage": usage(prompt_tokens, completion_tokens),
-    }
+    message = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
+    return _envelope(
+        rid, model, "chat.completion", [_choice("length", message=message)],
+        usage=usage(prompt_tokens, completion_tokens),
+    )  # fmt: skip
 
 
 def chat_chunk(rid: str, model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}],
-    }
+    return _envelope(rid, model, "chat.completion.chunk", [_choice(finish, delta=delta)])
 
 
 def completion_response(rid: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "matched_stop": None}],
-        "usage": usage(prompt_tokens, completion_tokens),
-    }
+    return _envelope(
+        rid, model, "text_completion", [_choice("length", text=text)], usage=usage(prompt_tokens, completion_tokens)
+    )
 
 
 def completion_chunk(rid: str, model: str, text: str, finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": None}],
-    }
+    return _envelope(rid, model, "text_completion", [_choice(finish, text=text)])
 
 
 def usage_chunk(rid: str, model: str, obj: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": obj,
-        "created": int(time.time()),
-        "model": model,
-        "choices": [],
-        "usage": usage(prompt_tokens, completion_tokens),
-    }
+    return _envelope(rid, model, obj, [], usage=usage(prompt_tokens, completion_tokens))
 
 
 def generate_response(
