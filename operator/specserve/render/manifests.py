@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -55,7 +55,7 @@ class Pool:
     args: list[str]
     env: list[dict[str, object]]
     adaptive_config: str | None  # ConfigMap name
-    config_hash: str = field(default="")
+    config_hash: str  # of everything the engine reads: a change rolls the pods
 
 
 def base_labels(name: str) -> dict[str, str]:
@@ -90,31 +90,33 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
         shapes = [(PoolRole.ENGINE, spec.pools.speculative.replicas, Flavour(speculative=mode == Mode.SPECULATIVE))]
     else:
         shapes = [(PoolRole.ENGINE, spec.pools.speculative.replicas, Flavour(speculative=True, adaptive=True))]
+    steps = adaptive_steps(spec)
     result = []
     for role, replicas, flavour in shapes:
-        selector = {LABEL_INSTANCE: name, LABEL_POOL: role}
         labels = {**base_labels(name), LABEL_POOL: role}
-        configmap = adaptive_configmap_name(name) if flavour.adaptive and adaptive_steps(spec) is not None else None
-        pool = Pool(
-            role=role,
-            name=pool_name(name, role),
-            replicas=replicas,
-            flavour=flavour,
-            labels=labels,
-            selector=selector,
-            pod_labels={**labels, LABEL_MODE: flavour.mode_label},
-            args=sglang_args(spec, flavour),
-            env=sglang_env(spec, flavour),
-            adaptive_config=configmap,
+        args, env = sglang_args(spec, flavour), sglang_env(spec, flavour)
+        mounted = steps if flavour.adaptive else None
+        result.append(
+            Pool(
+                role=role,
+                name=pool_name(name, role),
+                replicas=replicas,
+                flavour=flavour,
+                labels=labels,
+                selector={LABEL_INSTANCE: name, LABEL_POOL: role},
+                pod_labels={**labels, LABEL_MODE: flavour.mode_label},
+                args=args,
+                env=env,
+                adaptive_config=adaptive_configmap_name(name) if mounted is not None else None,
+                config_hash=_config_hash(image_of(spec), args, env, mounted),
+            )
         )
-        result.append(Pool(**{**pool.__dict__, "config_hash": _config_hash(spec, pool)}))
     return result
 
 
-def _config_hash(spec: SpecServeSpec, pool: Pool) -> str:
+def _config_hash(image: str, args: list[str], env: list[dict[str, object]], steps: dict[str, list[int]] | None) -> str:
     """Hash of what the engine reads, so changing a mounted file (the adaptive config) rolls the pods too."""
-    steps = adaptive_steps(spec) if pool.adaptive_config else None
-    payload = {"image": image_of(spec), "args": pool.args, "env": pool.env, "adaptive": steps}
+    payload = {"image": image, "args": args, "env": env, "adaptive": steps}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
