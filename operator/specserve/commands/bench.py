@@ -66,7 +66,7 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _check_args(args: argparse.Namespace) -> tuple[list[int], SweepPlan]:
+def _check_args(args: argparse.Namespace) -> SweepPlan:
     levels = parse_levels(args.levels)
     for flag, value, least in (
         ("--requests", args.requests, 1),
@@ -83,14 +83,13 @@ def _check_args(args: argparse.Namespace) -> tuple[list[int], SweepPlan]:
     ):
         if fvalue is not None and fvalue <= 0:
             raise ValueError(f"{flag} must be > 0, got {fvalue:g}")
-    plan = SweepPlan(
+    return SweepPlan(
         levels=levels,
         requests=args.requests,
         warmup=args.warmup,
         level_timeout_s=args.level_timeout,
         max_errors=args.max_errors,
     )
-    return levels, plan
 
 
 def _plot_only(args: argparse.Namespace) -> int:
@@ -241,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         return _plot_only(args)
     try:
-        _, plan = _check_args(args)
+        plan = _check_args(args)
         prompts = load_prompts(args.prompts)
     except (ValueError, PromptFileError) as exc:
         return _fail(str(exc))
