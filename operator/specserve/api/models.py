@@ -372,6 +372,25 @@ class Decision(Model):
     reason: str
     concurrency: float | None = None
     applied: bool = True
+    action: str | None = Field(default=None, description="Hold, SetWeights, Restart or Reconfigure.")
+    weights: Weights | None = Field(default=None, description="TrafficSplit: the weights decided.")
+
+
+class SwitchingState(Model):
+    """The switching policy's memory between evaluations (specserve.policy.types.PolicyState), kept in status
+    so that a restarted operator resumes a switch: no double restart, no forgotten dwell or restart budget."""
+
+    mode: Mode
+    mode_since: str
+    weights: Weights | None = None
+    last_switch: str | None = None
+    regret: float = 0.0
+    restarts: list[str] = Field(default_factory=list, max_length=1000)
+    pending: str | None = None
+    pending_since: str | None = None
+    unknown_streak: int = 0
+    last_evaluation: str | None = None
+    adaptive_crossover: float | None = None
 
 
 HISTORY_LIMIT = 20
@@ -385,3 +404,4 @@ class SpecServeStatus(Model):
     load: LoadSnapshot | None = None
     last_decision: Decision | None = None
     history: list[Decision] = Field(default_factory=list, max_length=HISTORY_LIMIT)
+    switching: SwitchingState | None = None

@@ -1,0 +1,102 @@
+"""The switching policy's inputs and outputs (pure data: no I/O, no clock).
+
+One contract for every caller: the operator's switching loop (samples from Prometheus or the pods' /metrics,
+wall-clock time), `specserve simulate` (samples from a simulated Prometheus, simulated time) and the tests
+(scripted samples). Times are seconds on the caller's clock; the policy never reads a clock itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from specserve.api.models import Mode, Strategy, Weights
+
+
+@dataclass(frozen=True)
+class PoolSignal:
+    """One pool's load as read in one evaluation; None = unknown (never read as 0)."""
+
+    ready_replicas: int
+    running: float | None = None
+    queued: float | None = None
+    tokens_per_second: float | None = None
+    ttft_p50: float | None = None
+    ttft_p99: float | None = None
+    tpot_p50: float | None = None
+    tpot_p99: float | None = None
+    accept_length: float | None = None  # speculative pods only
+    spec_num_steps: float | None = None  # the active steps; 0 when Adaptive turned drafting off
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One evaluation's reading of the load signal."""
+
+    time: float
+    # Requests in flight (running + queued) across all of the SpecServe's pods, smoothed over the query window.
+    # It does not depend on the split, so moving weights does not move it. None = unknown.
+    demand: float | None
+    speculative: PoolSignal | None = None  # TrafficSplit's speculative pool, or the single pool when speculative
+    baseline: PoolSignal | None = None
+    error: str | None = None  # why demand is unknown, worded for users (goes into reasons and conditions)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What the spec (and the operator's observation of its pods) tells the policy; see `from_spec`."""
+
+    strategy: Strategy
+    crossover: float | None  # spec.switching.crossoverConcurrency (per replica); None: from the curves
+    hysteresis: float
+    evaluation_interval: float
+    up_stabilization: float  # before moving load towards baseline
+    down_stabilization: float  # before moving load back towards speculative
+    min_dwell: float
+    max_restarts_per_day: int
+    advisory: bool
+    speculative_replicas: int  # spec.pools.speculative.replicas (the single pool for Restart/Adaptive)
+    baseline_replicas: int  # spec.pools.baseline.replicas (TrafficSplit only)
+    startup_seconds: float  # what one restart costs in lost serving time (measured when known, else the spec's)
+    max_weight_step: int = 25  # percentage points the speculative weight may move per evaluation
+    max_surge: int = 0  # spare GPUs: pods that may start before one stops (Restart rolls)
+
+
+class Action(StrEnum):
+    HOLD = "Hold"  # nothing changes
+    SET_WEIGHTS = "SetWeights"  # TrafficSplit: new HTTPRoute weights
+    RESTART = "Restart"  # Restart: roll the pool into the other mode
+    RECONFIGURE = "Reconfigure"  # Adaptive: re-render the adaptive config (rolls the pool)
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """Everything the policy carries from one evaluation to the next. It lives in the SpecServe's status
+    (status.switching), so an operator restarted in the middle of a switch resumes it."""
+
+    mode: Mode  # the mode served now (TrafficSplit: the pool with the larger weight)
+    mode_since: float  # when the current mode began
+    weights: Weights | None = None  # TrafficSplit: the weights in force
+    last_switch: float | None = None  # when the last change was made
+    regret: float = 0.0  # Restart: output tokens the other mode would have served more since mode_since
+    restarts: tuple[float, ...] = ()  # Restart: times of the restarts of the last 24 h
+    pending: str | None = None  # the change the stabilization window is waiting on (e.g. "Baseline", "w=40")
+    pending_since: float | None = None
+    unknown_streak: int = 0  # consecutive evaluations whose signal was unknown
+    last_evaluation: float | None = None
+    adaptive_crossover: float | None = None  # Adaptive: the crossover the rendered config was computed from
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one evaluation decided."""
+
+    state: PolicyState  # the next state (already reflects the change when action != HOLD and not advisory)
+    action: Action
+    mode: Mode  # desired mode
+    weights: Weights | None  # desired weights (TrafficSplit)
+    reason: str  # the rule and the numbers behind it, e.g. "demand 31.0 > crossover 20.0 x 1.1 for 60 s"
+    applied: bool = True  # False in advisory mode (recorded, not acted on)
+    demand: float | None = None
+    adaptive_crossover: float | None = None  # Adaptive: the crossover to render the config from
+    notes: tuple[str, ...] = field(default=())  # extra facts for status/events (e.g. "no crossover in the curves")
