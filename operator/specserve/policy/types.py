@@ -60,6 +60,8 @@ class Knobs:
     startup_seconds: float  # what one restart costs in lost serving time (measured when known, else the spec's)
     max_weight_step: int = 25  # percentage points the speculative weight may move per evaluation
     max_surge: int = 0  # spare GPUs: pods that may start before one stops (Restart rolls)
+    adaptive_explicit: bool = False  # spec.speculative.adaptiveConfig is set: the user's config, never re-rendered
+    tpot_slo: float | None = None  # TPOT goal (s/token): TrafficSplit maximises goodput within it; None: tokens/s
 
 
 class Action(StrEnum):

@@ -1,0 +1,39 @@
+"""From a SpecServe to the policy's knobs (pure)."""
+
+from __future__ import annotations
+
+from specserve.api.models import SpecServe, Strategy
+from specserve.policy.types import Knobs
+
+# What one restart costs in lost serving time when the caller has not measured it from the pods' own last start.
+# spec.engine.startupTimeoutSeconds is a timeout (default 3600 s), not an estimate: capped at 10 minutes, about the
+# seed deployment's measured 510 s. Overestimating only makes Restart switch later, never more often.
+DEFAULT_STARTUP_CAP_SECONDS = 600.0
+
+
+def default_startup_seconds(obj: SpecServe) -> float:
+    return float(min(obj.spec.engine.startup_timeout_seconds, DEFAULT_STARTUP_CAP_SECONDS))
+
+
+def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_slo: float | None = None) -> Knobs:
+    """`startup_seconds`: measured by the caller (pods' last start to Ready) when known, else the default above.
+    `tpot_slo`: a time-per-output-token goal in seconds (`specserve simulate --slo-tpot`); the API has no field for
+    it yet, so the operator's split maximises tokens/s."""
+    spec = obj.spec
+    switching = spec.switching
+    return Knobs(
+        strategy=spec.strategy,
+        crossover=switching.crossover_concurrency,
+        hysteresis=switching.hysteresis,
+        evaluation_interval=float(switching.evaluation_interval_seconds),
+        up_stabilization=float(switching.up_stabilization_seconds),
+        down_stabilization=float(switching.down_stabilization_seconds),
+        min_dwell=float(switching.min_dwell_seconds),
+        max_restarts_per_day=switching.max_restarts_per_day,
+        advisory=switching.advisory,
+        speculative_replicas=spec.pools.speculative.replicas,
+        baseline_replicas=spec.pools.baseline.replicas if spec.strategy is Strategy.TRAFFIC_SPLIT else 0,
+        startup_seconds=float(startup_seconds) if startup_seconds is not None else default_startup_seconds(obj),
+        adaptive_explicit=spec.speculative.adaptive_config is not None,
+        tpot_slo=tpot_slo,
+    )

@@ -1,0 +1,56 @@
+"""Adaptive: the engine turns drafting off by batch size by itself (SGLang's --speculative-adaptive); the
+operator only keeps the config's crossover current. It re-renders the config (which rolls the pods) only when the
+crossover moves by more than the dead band relative to the one the rendered config was computed from
+(state.adaptive_crossover), so re-measured curves that differ by noise roll nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specserve.policy.curves import ModeCurves, better_mode, crossover
+from specserve.policy.step import Step, hold
+from specserve.policy.types import Action, Knobs, PolicyState, Sample
+
+
+def engine_notes(sample: Sample) -> tuple[str, ...]:
+    pool = sample.speculative
+    if pool is None:
+        return ()
+    notes = []
+    if pool.spec_num_steps is not None:
+        off = " (drafting off)" if pool.spec_num_steps == 0 else ""
+        notes.append(f"active speculative steps {pool.spec_num_steps:g}{off}")
+    if pool.accept_length is not None:
+        notes.append(f"accept length {pool.accept_length:.2f}")
+    return tuple(notes)
+
+
+def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample) -> Step:
+    held = replace(state, pending=None, pending_since=None)
+    notes = engine_notes(sample)
+    if knobs.adaptive_explicit:
+        return hold(held, "spec.speculative.adaptiveConfig is set: the engine follows it, nothing to re-render", notes)
+    c = knobs.crossover if knobs.crossover is not None else (crossover(curves) if curves is not None else None)
+    if c is None:
+        if curves is None:
+            return hold(held, "no curves and no crossoverConcurrency: the engine keeps its config", notes)
+        wins = better_mode(curves)
+        return hold(held, f"the curves give no crossover ({wins} wins everywhere): the engine keeps its config", notes)
+    previous = state.adaptive_crossover
+    if previous is not None and abs(c - previous) <= knobs.hysteresis * previous:
+        return hold(
+            held,
+            f"crossover {c:.1f} is within ±{knobs.hysteresis:g} of the rendered {previous:.1f}: config unchanged",
+            notes,
+        )
+    was = f"{previous:.1f}" if previous is not None else "none"
+    return Step(
+        held=held,
+        action=Action.RECONFIGURE,
+        reason=f"crossover {c:.1f} moved from {was} by more than ±{knobs.hysteresis:g}: re-render the adaptive config",
+        changed=replace(held, adaptive_crossover=c, last_switch=sample.time),
+        mode=state.mode,
+        key=f"crossover={c:.2f}",
+        adaptive_crossover=c,
+        notes=notes,
+    )

@@ -1,0 +1,127 @@
+"""Restart: one pool whose pods restart into the other mode, decided as ski rental.
+
+Regret is the output the other mode would have served more than the current one since the current mode began,
+in tokens: a running sum of (f_other - f_current)(D) * dt over the pool's replicas. It is signed and floored at
+zero (a CUSUM): while the current mode is the better one the regret shrinks by its advantage instead of staying
+put. So demand oscillating around the crossover, where the two modes trade small advantages back and forth,
+never builds up regret, while a sustained shift does.
+
+A switch costs what the restarting capacity would have served meanwhile: pods roll one at a time, each down for
+`startup_seconds`, while the others take its load, so each pod costs startup * (n f(D/n) - (n-1) f(D/(n-1)))
+(with one replica: startup * f(D), everything). Declared spare GPUs (max_surge) start new pods before old ones
+stop: the cost shrinks with the share of pods that can surge, but never below SURGE_FLOOR of it, so a switch is
+never free (that would let noise restart pods).
+
+The rule: restart when regret >= cost, the other mode is better right now, min_dwell has passed since the
+previous switch (the first switch has none before it) and the restart budget (max_restarts_per_day over the last
+24 h) allows. This is the deterministic ski-rental rule: it never pays more than twice what the offline optimum
+pays for the same demand. One exception: when the other mode serves at least as much at every concurrency (no
+crossover, e.g. the seed profile's baseline), waiting buys nothing and the restart happens at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+from specserve.api.models import Mode
+from specserve.policy.curves import ModeCurves
+from specserve.policy.step import Step, hold
+from specserve.policy.types import Action, Knobs, PolicyState
+
+DAY = 86400.0
+SURGE_FLOOR = 0.1
+MAX_GAP_INTERVALS = 2.0  # regret integrates over at most this many evaluation intervals per sample
+
+
+def other(mode: Mode) -> Mode:
+    return Mode.BASELINE if mode is Mode.SPECULATIVE else Mode.SPECULATIVE
+
+
+def pool_rate(curves: ModeCurves, mode: Mode, demand: float, replicas: int) -> float:
+    """Tokens/s of `replicas` pods in `mode` sharing `demand` evenly."""
+    if replicas <= 0:
+        return 0.0
+    return replicas * curves.rate(mode, demand / replicas)
+
+
+def switch_cost(curves: ModeCurves, mode: Mode, demand: float, replicas: int, startup: float, surge: int) -> float:
+    """Tokens the pool in `mode` loses while all its pods restart one after the other (module docstring)."""
+    if replicas <= 0:
+        return 0.0
+    per_pod = pool_rate(curves, mode, demand, replicas) - pool_rate(curves, mode, demand, replicas - 1)
+    cost = startup * per_pod * replicas
+    if surge > 0:
+        cost *= max(SURGE_FLOOR, (replicas - min(surge, replicas)) / replicas)
+    return cost
+
+
+def recent(restarts: tuple[float, ...], now: float) -> tuple[float, ...]:
+    """The restarts of the last 24 h (the budget's window)."""
+    return tuple(t for t in restarts if now - t < DAY)
+
+
+def integrate(state: PolicyState, gain: float, now: float, interval: float) -> float:
+    """The regret after one more sample whose other-minus-current rate is `gain` tokens/s."""
+    if state.last_evaluation is None:
+        return max(0.0, state.regret)
+    dt = min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * interval)
+    return max(0.0, state.regret + gain * dt)
+
+
+@lru_cache(maxsize=256)
+def dominant_mode(curves: ModeCurves) -> Mode | None:
+    """The mode that serves at least as much at every concurrency (and more at some), if one does: then staying in
+    the other can only lose, whatever the demand does, and ski rental's wait buys nothing."""
+    grid = sorted(set(curves.speculative.xs) | set(curves.baseline.xs))
+    diffs = [curves.rate(Mode.SPECULATIVE, x) - curves.rate(Mode.BASELINE, x) for x in grid]
+    # below the first points both run to (0, 0): compare their slopes there too
+    diffs.append(curves.rate(Mode.SPECULATIVE, grid[0] / 2) - curves.rate(Mode.BASELINE, grid[0] / 2))
+    if all(d >= 0 for d in diffs) and any(d > 0 for d in diffs):
+        return Mode.SPECULATIVE
+    if all(d <= 0 for d in diffs) and any(d < 0 for d in diffs):
+        return Mode.BASELINE
+    return None
+
+
+def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, now: float) -> Step:
+    n = knobs.speculative_replicas
+    current, target = state.mode, other(state.mode)
+    f_cur = pool_rate(curves, current, demand, n)
+    f_oth = pool_rate(curves, target, demand, n)
+    regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
+    restarts = recent(state.restarts, now)
+    held = replace(state, regret=regret, restarts=restarts, pending=None, pending_since=None)
+    cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
+    per = demand / n if n > 0 else demand
+    load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
+    ledger = f"regret {regret:.0f} tokens vs restart cost {cost:.0f} ({knobs.startup_seconds:.0f} s of lost serving)"
+    if n <= 0:
+        return hold(held, f"{load}: the pool has no replicas, nothing to restart")
+    if f_oth <= f_cur:
+        return hold(held, f"{load}; {current} serves at least as much: staying ({ledger})")
+    always = dominant_mode(curves) is target
+    if regret < cost and not always:
+        return hold(held, f"{load}; {ledger}: staying until the regret covers the cost")
+    since = now - state.mode_since
+    if state.last_switch is not None and since < knobs.min_dwell:
+        dwell = f"{current} only began {since:.0f} s ago (min dwell {knobs.min_dwell:.0f} s)"
+        return hold(held, f"{load}; {ledger}, but {dwell}")
+    if len(restarts) >= knobs.max_restarts_per_day:
+        return hold(
+            held,
+            f"{load}; {ledger}, but the restart budget is spent "
+            f"({len(restarts)} of {knobs.max_restarts_per_day} in the last 24 h)",
+        )
+    changed = replace(held, mode=target, mode_since=now, last_switch=now, regret=0.0, restarts=(*restarts, now))
+    why = f"{ledger}: restart into {target}"
+    if always and regret < cost:
+        why = f"{target} serves more at every measured concurrency, so no demand can repay staying: restart now"
+    return Step(
+        held=held,
+        action=Action.RESTART,
+        reason=f"{load}; {why}",
+        changed=changed,
+        mode=target,
+        key=f"Restart->{target}",
+    )

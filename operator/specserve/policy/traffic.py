@@ -1,0 +1,184 @@
+"""TrafficSplit: move the HTTPRoute weights towards the split that serves the most tokens/s (split.py), calmly.
+
+In order, per evaluation:
+1. failover (before anything else, see `failover`): no weight on a pool without a Ready replica, at once;
+   the target: the weights that hold the best split (split.py) robustly (weights.py);
+2. dead band: weights inside the range of targets over demands D(1-h) .. D(1+h) stay (weights.weight_band);
+   a demand that wanders less than the band moves nothing, however often it crosses the crossover;
+3. stabilization: the wish to move in one direction must persist for the window of that direction (towards
+   baseline: upStabilizationSeconds; back towards speculative: downStabilizationSeconds). state.pending holds the
+   wish ("w=40": the speculative weight wanted), state.pending_since when it began; a wish in the other direction
+   or a demand back inside the band clears it (HPA-style). Once the window has passed, the move continues
+   evaluation after evaluation without waiting again until the target is reached (pending "moving w=40"),
+   inside the band or not: the band decides when a move starts, not where it stops;
+4. a bounded step: the speculative weight moves by at most max_weight_step points per evaluation;
+5. the dominant pool changes only for a gain: the weights cross the 50/50 line only when the target serves at
+   least weights.MODE_GAIN more than the line itself (near the crossover both pools serve alike and the best
+   weights hover around 50/50);
+6. min dwell: the dominant mode (the pool with the larger weight; speculative at 50/50) changes at most once per
+   minDwellSeconds (counted from the previous change; the first change has none before it); within it the
+   weights may move up to the 50/50 boundary but not across.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specserve.api.models import Mode, Weights
+from specserve.policy.curves import ModeCurves, crossover
+from specserve.policy.step import Step, hold
+from specserve.policy.types import Action, Knobs, PolicyState, Sample
+from specserve.policy.weights import MODE_GAIN, crossing_gain, weight_band
+
+MOVING = "moving "  # state.pending prefix of a move under way (stepping towards its target)
+SPLIT_POINT = 50  # speculative weight at and above which the speculative pool is the dominant mode
+
+
+def dominant(weights: Weights) -> Mode:
+    return Mode.SPECULATIVE if weights.speculative >= SPLIT_POINT else Mode.BASELINE
+
+
+def weights_of(spec: int) -> Weights:
+    return Weights(speculative=spec, baseline=100 - spec)
+
+
+def current_weights(state: PolicyState) -> Weights:
+    if state.weights is not None:
+        return state.weights
+    return weights_of(100 if state.mode is Mode.SPECULATIVE else 0)
+
+
+def ready(knobs: Knobs, sample: Sample) -> tuple[int, int]:
+    """Ready replicas per pool; a pool the sample does not describe counts as its spec replicas."""
+    n_s = sample.speculative.ready_replicas if sample.speculative is not None else knobs.speculative_replicas
+    n_b = sample.baseline.ready_replicas if sample.baseline is not None else knobs.baseline_replicas
+    return max(n_s, 0), max(n_b, 0)
+
+
+def show(w: Weights) -> str:
+    return f"{w.speculative}/{w.baseline}"
+
+
+def moved(state: PolicyState, new: Weights, now: float) -> PolicyState:
+    mode = dominant(new)
+    since = now if mode is not state.mode else state.mode_since
+    return replace(state, weights=new, mode=mode, mode_since=since, last_switch=now)
+
+
+def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
+    """All weight off a pool with no Ready replica, onto the other one if it has any: overrides the dead band,
+    stabilization, the step bound and min dwell, and acts even when the demand is unknown (readiness comes from
+    the pods, not from the metrics)."""
+    n_s, n_b = ready(knobs, sample)
+    w = current_weights(state)
+    if n_s == 0 and n_b > 0 and w.speculative > 0:
+        new, empty = weights_of(0), "speculative"
+    elif n_b == 0 and n_s > 0 and w.baseline > 0:
+        new, empty = weights_of(100), "baseline"
+    else:
+        return None
+    held = replace(state, pending=None, pending_since=None)
+    return Step(
+        held=held,
+        action=Action.SET_WEIGHTS,
+        reason=f"failover: the {empty} pool has no Ready replica: weights {show(w)} -> {show(new)}",
+        changed=moved(held, new, sample.time),
+        mode=dominant(new),
+        weights=new,
+        key=f"w={new.speculative}",
+    )
+
+
+def pending_target(pending: str | None) -> int | None:
+    """The speculative weight a pending wish wants ("w=40", also after an advisory "advised w=40")."""
+    if pending is None or "w=" not in pending:
+        return None
+    try:
+        return int(pending.rsplit("w=", 1)[1])
+    except ValueError:
+        return None
+
+
+def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, now: float) -> tuple[int, str]:
+    """The speculative weight one evaluation may move to on its way to `target` (the step bound, then min dwell),
+    and what limited it, worded for the reason."""
+    step = target.speculative - w.speculative
+    if knobs.max_weight_step > 0:
+        step = max(-knobs.max_weight_step, min(knobs.max_weight_step, step))
+    new_spec = w.speculative + step
+    dwelling = state.last_switch is not None and now - state.mode_since < knobs.min_dwell
+    if dominant(weights_of(new_spec)) is not dominant(w) and dwelling:
+        line = SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
+        began = now - state.mode_since
+        return (
+            line,
+            f", held at the 50/50 line: {dominant(w)} began {began:.0f} s ago (min dwell {knobs.min_dwell:.0f} s)",
+        )
+    if new_spec != target.speculative:
+        return new_spec, f", step limited to {knobs.max_weight_step} points"
+    return new_spec, ""
+
+
+def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
+    now = sample.time
+    n_s, n_b = ready(knobs, sample)
+    w = current_weights(state)
+    if n_s + n_b == 0:
+        return hold(replace(state, pending=None, pending_since=None), "no Ready replica in either pool: holding")
+    target, split, lo, hi = weight_band(curves, demand, n_s, n_b, knobs.hysteresis, knobs.tpot_slo)
+    c = crossover(curves) if knobs.crossover is None else knobs.crossover
+    where = f"demand {demand:.1f} ({demand / (n_s + n_b):.1f}/replica" + (f", crossover {c:.1f})" if c else ")")
+    best = (
+        f"best split {split.speculative:.1f}/{split.baseline:.1f} in flight serves {split.tokens_per_second:.0f} "
+        f"tok/s, target weights {show(target)}"
+    )
+    towards = Mode.BASELINE if target.speculative < w.speculative else Mode.SPECULATIVE
+    previous = pending_target(state.pending)
+    same_way = previous is not None and (previous < w.speculative) == (towards is Mode.BASELINE)
+    # a move under way goes on to its target: the band decides when to start moving, not where to stop
+    moving = same_way and (state.pending or "").startswith(MOVING) and target.speculative != w.speculative
+    if lo <= w.speculative <= hi and not moving:
+        band = f"{lo}-{hi}" if lo != hi else f"{lo}"
+        return hold(
+            replace(state, pending=None, pending_since=None),
+            f"{where}: {best}; weights {show(w)} are inside the dead band (speculative {band} for demand "
+            f"x(1±{knobs.hysteresis:g})): holding",
+        )
+    if dominant(target) is not dominant(w):
+        line = SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
+        gain = crossing_gain(curves, line, target.speculative, demand, n_s, n_b, knobs.tpot_slo)
+        if gain < MODE_GAIN:
+            best += f" (only {gain * 100:+.2f} % over the 50/50 line: {dominant(w)} stays dominant)"
+            if w.speculative == line:
+                return hold(replace(state, pending=None, pending_since=None), f"{where}: {best}: holding")
+            target = weights_of(line)
+    window = knobs.up_stabilization if towards is Mode.BASELINE else knobs.down_stabilization
+    since = state.pending_since if same_way and state.pending_since is not None else now
+    # the wish keeps the target it began with while it waits (status is written only when the state changes)
+    wish = state.pending if same_way and not moving and state.pending else f"w={target.speculative}"
+    waiting = replace(state, pending=wish, pending_since=since)
+    if now - since < window and not moving:
+        return hold(
+            waiting,
+            f"{where}: {best}; towards {towards} for {now - since:.0f} s of the {window:.0f} s window: "
+            f"weights stay {show(w)}",
+        )
+    new_spec, limits = next_weight(knobs, state, w, target, now)
+    if new_spec == w.speculative:
+        return hold(waiting, f"{where}: {best}; towards {towards}{limits}: weights stay {show(w)}")
+    new = weights_of(new_spec)
+    reached = new_spec == target.speculative
+    held_after = replace(
+        waiting,
+        pending=None if reached else f"{MOVING}w={target.speculative}",
+        pending_since=None if reached else since,
+    )
+    return Step(
+        held=waiting,
+        action=Action.SET_WEIGHTS,
+        reason=f"{where}: {best}; towards {towards} for {now - since:.0f} s: weights {show(w)} -> {show(new)}{limits}",
+        changed=moved(held_after, new, now),
+        mode=dominant(new),
+        weights=new,
+        key=f"w={new.speculative}",
+    )

@@ -1,0 +1,139 @@
+"""Restart as ski rental: the threshold, the CUSUM regret around the crossover, dwell, the daily budget, the seed
+profile (never into speculation), switch costs, and regret frozen while unknown or converging."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from specserve.api.models import Mode, Strategy
+from specserve.policy.restart import DAY, SURGE_FLOOR, switch_cost
+from specserve.policy.switching import decide, initial_state
+from specserve.policy.types import Action, PolicyState
+from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample
+
+CURVES = profile_curves(ILLUSTRATIVE)  # crossover at 64 per replica
+
+
+def spec_state(since: float = -1e6) -> PolicyState:
+    return PolicyState(mode=Mode.SPECULATIVE, mode_since=since)
+
+
+def test_ski_rental_restarts_when_the_regret_covers_the_cost() -> None:
+    k = knobs(Strategy.RESTART)
+    gain = CURVES.rate(Mode.BASELINE, 100) - CURVES.rate(Mode.SPECULATIVE, 100)  # ~283 tok/s
+    cost = 60.0 * CURVES.rate(Mode.SPECULATIVE, 100)  # one replica: everything stops for 60 s
+    needed = math.ceil(cost / (gain * 15.0))  # evaluations after the first (which has no interval behind it)
+    state, verdicts = run(k, CURVES, spec_state(), [100.0] * (needed + 3))
+    restarts = [i for i, v in enumerate(verdicts) if v.action is Action.RESTART]
+    assert restarts == [needed]
+    before = verdicts[needed - 1]
+    assert before.action is Action.HOLD and "staying until the regret covers the cost" in before.reason
+    assert verdicts[needed].mode is Mode.BASELINE and "restart into Baseline" in verdicts[needed].reason
+    assert state.mode is Mode.BASELINE and state.regret == 0.0 and len(state.restarts) == 1
+
+
+def test_regret_shrinks_while_the_current_mode_wins_so_oscillation_never_restarts() -> None:
+    k = knobs(Strategy.RESTART)
+    rng = random.Random(7)
+    # a day wandering 40 .. 90 around the crossover (64), changing every 2 minutes
+    demands = []
+    for _ in range(720):
+        demands += [64.0 + rng.uniform(-24, 26)] * 8
+    _, verdicts = run(k, CURVES, spec_state(), demands)
+    assert changes(verdicts) == []
+    # while an unfloored, one-sided sum (the other mode's wins only) would have paid for many restarts
+    one_sided = sum(max(0.0, CURVES.rate(Mode.BASELINE, d) - CURVES.rate(Mode.SPECULATIVE, d)) * 15.0 for d in demands)
+    assert one_sided > 5 * switch_cost(CURVES, Mode.SPECULATIVE, 90, 1, 60, 0)
+
+
+def test_min_dwell_holds_a_restart_that_is_due() -> None:
+    k = knobs(Strategy.RESTART, min_dwell=3000.0, startup_seconds=1.0)
+    state = replace(spec_state(since=0.0), last_switch=0.0)
+    _, verdicts = run(k, CURVES, state, [200.0] * 202, start=15.0)  # t = 15 .. 3030
+    restarts = [15.0 + 15 * i for i, v in enumerate(verdicts) if v.action is Action.RESTART]
+    assert restarts == [3000.0]
+    assert "min dwell 3000 s" in verdicts[5].reason
+
+
+def test_restart_budget_counts_the_last_24_hours() -> None:
+    k = knobs(Strategy.RESTART, max_restarts_per_day=1, startup_seconds=1.0)
+    state = PolicyState(mode=Mode.SPECULATIVE, mode_since=0.0, restarts=(0.0,))
+    v = decide(k, CURVES, state, sample(100.0, 200.0))
+    v = decide(k, CURVES, v.state, sample(115.0, 200.0))
+    assert v.action is Action.HOLD and "budget is spent (1 of 1 in the last 24 h)" in v.reason
+    later = decide(k, CURVES, v.state, sample(DAY + 1.0, 200.0))
+    assert later.action is Action.RESTART and later.state.restarts == (DAY + 1.0,)
+
+
+def test_seed_profile_never_restarts_into_speculation() -> None:
+    seed = profile_curves(SEED)
+    k = knobs(Strategy.RESTART, startup_seconds=510.0)
+    rng = random.Random(3)
+    demands = [rng.choice([1.0, 2.0, 5.0, 30.0, 250.0]) for _ in range(2000)]
+    _, verdicts = run(k, seed, initial_state(k, Mode.BASELINE, 0.0), demands)
+    assert changes(verdicts) == []
+    # started on speculation it leaves once, for baseline, and never comes back
+    _, from_spec = run(k, seed, initial_state(k, Mode.SPECULATIVE, 0.0), demands)
+    assert [v.mode for v in changes(from_spec)] == [Mode.BASELINE]
+
+
+def test_switch_cost_per_pod_share_and_surge() -> None:
+    one = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 1, 60.0, 0)
+    assert one == pytest.approx(60.0 * CURVES.rate(Mode.SPECULATIVE, 100.0))
+    two = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 2, 60.0, 0)
+    per_pod = 2 * CURVES.rate(Mode.SPECULATIVE, 50.0) - CURVES.rate(Mode.SPECULATIVE, 100.0)
+    assert two == pytest.approx(2 * 60.0 * per_pod)
+    surged = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 2, 60.0, 1)
+    assert surged == pytest.approx(two / 2)
+    assert switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 2, 60.0, 5) == pytest.approx(two * SURGE_FLOOR)
+
+
+def test_regret_is_frozen_while_unknown_or_converging() -> None:
+    k = knobs(Strategy.RESTART)
+    state, _ = run(k, CURVES, spec_state(), [200.0] * 5)
+    frozen = state.regret
+    assert frozen > 0
+    v = decide(k, CURVES, state, sample(75.0, None, error="no series"))
+    assert v.state.regret == frozen
+    v = decide(k, CURVES, v.state, sample(90.0, 200.0), converging=True)
+    assert v.state.regret == frozen and v.action is Action.HOLD
+    # the next known sample integrates one interval only, not the gap
+    v = decide(k, CURVES, v.state, sample(105.0, 200.0))
+    gain = CURVES.rate(Mode.BASELINE, 200) - CURVES.rate(Mode.SPECULATIVE, 200)
+    assert v.state.regret == pytest.approx(frozen + gain * 15.0)
+
+
+def test_a_long_gap_integrates_at_most_two_intervals() -> None:
+    k = knobs(Strategy.RESTART)
+    v = decide(k, CURVES, spec_state(), sample(0.0, 200.0))
+    v = decide(k, CURVES, v.state, sample(3600.0, 200.0))
+    gain = CURVES.rate(Mode.BASELINE, 200) - CURVES.rate(Mode.SPECULATIVE, 200)
+    assert v.state.regret == pytest.approx(gain * 30.0)
+
+
+def test_restart_decides_per_replica() -> None:
+    # 3 replicas at demand 150: 50 each, below the crossover: speculation wins, no regret
+    k = knobs(Strategy.RESTART, speculative_replicas=3)
+    state, verdicts = run(k, CURVES, spec_state(), [150.0] * 50)
+    assert changes(verdicts) == [] and state.regret == 0.0
+    assert "(50.0/replica)" in verdicts[-1].reason
+
+
+def test_a_mode_that_wins_everywhere_is_restarted_into_at_once() -> None:
+    seed = profile_curves(SEED)
+    k = knobs(Strategy.RESTART, startup_seconds=510.0, min_dwell=300.0)
+    v = decide(k, seed, initial_state(k, Mode.SPECULATIVE, 0.0), sample(15.0, 3.0))
+    assert v.action is Action.RESTART and v.mode is Mode.BASELINE
+    assert "no demand can repay staying" in v.reason
+
+
+def test_the_first_switch_has_no_dwell_before_it_but_the_next_one_does() -> None:
+    k = knobs(Strategy.RESTART, min_dwell=3600.0, startup_seconds=1.0)
+    state, verdicts = run(k, CURVES, initial_state(k, Mode.SPECULATIVE, 0.0), [300.0] * 4 + [2.0] * 40)
+    restarts = [i for i, v in enumerate(verdicts) if v.action is Action.RESTART]
+    assert restarts == [1]  # right after the regret covers the (tiny) cost, although the mode began at 0
+    assert "min dwell 3600 s" in verdicts[-1].reason and state.mode is Mode.BASELINE
