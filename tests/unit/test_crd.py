@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from typing import Any
 
 import celpy
 import jsonschema
 import pytest
+from celpy import celtypes
 from celpy.adapter import json_to_cel
 
 from specserve.api.crd import crd
@@ -134,6 +136,51 @@ SAMPLES: list[dict[str, Any]] = [
     with_({"engine.attentionBackend": "fa4", "placement.gpuProduct": "NVIDIA-H100-80GB-HBM3"}),
     with_({"engine.attentionBackend": "fa4", "placement.sm120": True}),
     with_({"engine.attentionBackend": "fa4", "placement.sm120": False, "placement.gpuProduct": "NVIDIA-RTX-5090"}),
+    with_({"engine.env": [{"name": "A", "value": "1"}, {"name": "B"}, {"name": "A", "value": "2"}]}),
+    with_({"placement.tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]}),
+    with_({"placement.tolerations": [{"key": "gpu", "operator": "Equal", "value": "x", "effect": "NoSchedule"}]}),
+    with_({"placement.tolerations": [{"operator": "Equal", "value": "x"}]}),
+    with_({"placement.tolerations": [{"operator": "Exists"}]}),
+    with_({"placement.tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 30}]}),
+    with_({"placement.tolerations": [{"key": "k", "tolerationSeconds": 30}]}),
+    with_({"placement.tolerations": [{"key": "k", "effect": "NoExecute", "tolerationSeconds": 30}]}),
+    with_({"monitoring.labels": {"release": "kps", "app.kubernetes.io/name": "x"}}),
+    with_({"monitoring.labels": {"specserve.io/pool": "x"}}),
+    with_({"monitoring.labels": {"release": "kps", "specserve.iox/a": "b"}}),
+    with_({"routing.pathPrefix": "/v1//chat"}),
+    with_({"routing.pathPrefix": "/v1/.."}),
+    with_({"routing.pathPrefix": "/v1/%2F"}),
+    with_({"routing.pathPrefix": "/v1/chat.completions"}),
+    with_({"model.cache": {"hostPath": "/models/../etc"}}),
+    with_({"model.cache": {"hostPath": "/models/."}}),
+    with_({"model.cache": {"hostPath": "/models/..x/a.b"}}),
+    with_({"switching.curves": {"speculative": [{"concurrency": 1, "tokensPerSecond": 10}]}}),
+    with_({"switching.curves": {"baseline": [{"concurrency": 1, "tokensPerSecond": 10}]}}),
+    with_(
+        {
+            "switching.curves": {
+                "speculative": [{"concurrency": 4, "tokensPerSecond": 10}, {"concurrency": 2, "tokensPerSecond": 5}]
+            }
+        }
+    ),
+    with_(
+        {
+            "switching.curves": {
+                "baseline": [{"concurrency": 2, "tokensPerSecond": 10}, {"concurrency": 2, "tokensPerSecond": 5}]
+            }
+        }
+    ),
+    with_(
+        {
+            "switching.curves": {
+                "speculative": [{"concurrency": c, "tokensPerSecond": 1} for c in range(1, 65)],
+                "baseline": [{"concurrency": c, "tokensPerSecond": 1} for c in (1, 2.5, 8)],
+            }
+        }
+    ),
+    with_(
+        {"switching.curves": {"speculative": [{"concurrency": c, "tokensPerSecond": 1} for c in [*range(1, 64), 63]]}}
+    ),
 ]
 
 
@@ -142,10 +189,18 @@ def _as_api_server_sees_it(raw: dict[str, Any]) -> tuple[SpecServeSpec, Any]:
     return spec, json_to_cel(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
+def _is_sorted(items: Any) -> Any:
+    return celtypes.BoolType(all(a <= b for a, b in itertools.pairwise(items)))
+
+
+# Kubernetes' CEL libraries the rules use that cel-python lacks, written after their Kubernetes definitions.
+KUBERNETES_CEL_FUNCTIONS = {"isSorted": _is_sorted}
+
+
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.field)
 def test_cel_rule_agrees_with_its_python_twin(rule: Any) -> None:
     env = celpy.Environment()
-    program = env.program(env.compile(rule.cel))
+    program = env.program(env.compile(rule.cel), functions=KUBERNETES_CEL_FUNCTIONS)
     outcomes = set()
     for sample in SAMPLES:
         spec, activation = _as_api_server_sees_it(copy.deepcopy(sample))
@@ -158,3 +213,12 @@ def test_cel_rule_agrees_with_its_python_twin(rule: Any) -> None:
 def test_crd_carries_every_rule() -> None:
     rules = {v["rule"] for v in schema()["properties"]["spec"]["x-kubernetes-validations"]}
     assert rules == {r.cel for r in RULES}
+
+
+def test_every_rule_field_path_names_a_field_of_the_schema() -> None:
+    """The API server refuses a CRD whose x-kubernetes-validations fieldPath does not resolve in the schema."""
+    for validation in schema()["properties"]["spec"]["x-kubernetes-validations"]:
+        node = schema()["properties"]["spec"]
+        for part in validation["fieldPath"].lstrip(".").split("."):
+            node = node["properties"][part]
+        assert "type" in node, validation["fieldPath"]

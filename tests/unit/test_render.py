@@ -13,6 +13,8 @@ import yaml
 
 from specserve.api.models import Mode, SpecServe
 from specserve.api.validation import parse_object
+from specserve.kube.kinds import OWNED_KINDS, kind_of
+from specserve.kube.rbac import REQUIRED_RULES, allows
 from specserve.render import render, to_yaml
 from specserve.render.engine import adaptive_steps
 from tests.conftest import EXAMPLES, ROOT, load_yaml
@@ -20,7 +22,13 @@ from tests.unit.test_api import MINIMAL, with_
 
 GOLDEN = ROOT / "tests" / "golden"
 K8S_VERSION = "1.35.0"
-BUILTIN = {("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "ConfigMap")}
+BUILTIN = {
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+}
 
 
 def obj(spec: dict[str, Any], name: str = "m", uid: str | None = "uid-1") -> SpecServe:
@@ -61,6 +69,16 @@ SCENARIOS = {"example-" + p.stem: load_yaml(p)["spec"] for p in EXAMPLES} | {
     "hostpath-token": with_({"model.cache": {"hostPath": "/mnt/models"}, "model.hfTokenSecret": {"name": "hf"}}),
     "old-sglang": with_({"engine.sglangVersion": "0.5.9", "placement.gpuProduct": "NVIDIA-RTX-PRO-6000-Blackwell"}),
     "no-route": with_({"strategy": "Restart", "routing": {}}),
+    "surge-autoscaled-netpol": with_(
+        {
+            "pools": {"speculative": {"maxSurge": 2}, "baseline": {"autoscaling": "External"}},
+            "networkPolicy": {"enabled": True},
+            "engine.runAsUser": 0,
+        }
+    ),
+    "netpol-no-route": with_(
+        {"strategy": "Restart", "routing": {}, "networkPolicy": {"enabled": True, "prometheusNamespaces": []}}
+    ),
 }
 
 
@@ -270,3 +288,164 @@ def test_adaptive_steps_edges() -> None:
         "1": [3],
         "8": [0],
     }
+
+
+# ------------------------------------------------------------------------------------------- capacity safety
+
+
+def test_default_roll_stops_one_pod_then_starts_one() -> None:
+    for deployment in by_kind(render(obj(MINIMAL)), "Deployment"):
+        assert deployment["spec"]["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        }
+
+
+def test_max_surge_starts_new_pods_before_stopping_old_ones_per_pool() -> None:
+    out = render(obj(with_({"pools": {"speculative": {"maxSurge": 2}, "baseline": {"replicas": 3}}})))
+    spec_pool, base_pool = by_kind(out, "Deployment")
+    assert spec_pool["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 2, "maxUnavailable": 0}
+    assert base_pool["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_single_pool_strategies_take_the_speculative_pool_settings() -> None:
+    spec = with_({"strategy": "Restart", "pools": {"speculative": {"maxSurge": 1, "autoscaling": "External"}}})
+    (deployment,) = by_kind(render(obj(spec)), "Deployment")
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 1
+    assert "replicas" not in deployment["spec"]
+
+
+def test_external_autoscaling_leaves_replicas_to_the_autoscaler() -> None:
+    out = render(obj(with_({"pools": {"speculative": {"replicas": 4, "autoscaling": "External"}}})))
+    spec_pool, base_pool = by_kind(out, "Deployment")
+    assert "replicas" not in spec_pool["spec"]
+    assert base_pool["spec"]["replicas"] == 1
+
+
+def test_every_serving_pool_gets_a_disruption_budget_of_one_pod() -> None:
+    out = render(obj(with_({"pools": {"speculative": {"replicas": 3}, "baseline": {"replicas": 0}}})))
+    (pdb,) = by_kind(out, "PodDisruptionBudget")  # none for the empty baseline pool
+    spec_pool = by_kind(out, "Deployment")[0]
+    assert pdb["metadata"]["name"] == spec_pool["metadata"]["name"]
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["selector"]["matchLabels"] == spec_pool["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_autoscaled_pool_at_zero_replicas_still_gets_its_budget() -> None:
+    spec = with_({"pools": {"baseline": {"replicas": 0, "autoscaling": "External"}}})
+    assert len(by_kind(render(obj(spec)), "PodDisruptionBudget")) == 2
+
+
+# ------------------------------------------------------------------------------------------------- security
+
+
+def pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = deployment["spec"]["template"]["spec"]
+    return result
+
+
+def test_engine_pods_run_unprivileged_and_without_an_api_token() -> None:
+    for deployment in by_kind(render(obj(MINIMAL)), "Deployment"):
+        pod = pod_spec(deployment)
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == 1000  # the user images/sglang/Dockerfile runs as
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container(deployment)["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+
+
+def test_the_image_runs_as_the_user_the_pods_are_given() -> None:
+    dockerfile = (ROOT / "images" / "sglang" / "Dockerfile").read_text(encoding="utf-8")
+    assert "USER 1000:1000" in dockerfile
+
+
+def test_run_as_root_is_an_explicit_choice_and_keeps_the_other_restrictions() -> None:
+    deployment = by_kind(render(obj(with_({"engine.runAsUser": 0}))), "Deployment")[0]
+    pod = pod_spec(deployment)
+    assert pod["securityContext"]["runAsUser"] == 0
+    assert "runAsNonRoot" not in pod["securityContext"] and "fsGroup" not in pod["securityContext"]
+    assert container(deployment)["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+@pytest.mark.parametrize(
+    ("cache", "read_only"),
+    [
+        ({"hostPath": "/mnt/models"}, True),
+        ({"hostPath": "/mnt/models", "readOnly": False}, False),
+        ({"pvcName": "weights"}, False),
+        ({"pvcName": "weights", "readOnly": True}, True),
+    ],
+)
+def test_host_paths_mount_read_only_unless_asked(cache: dict[str, Any], read_only: bool) -> None:
+    deployment = by_kind(render(obj(with_({"model.cache": cache}))), "Deployment")[0]
+    (mount,) = [m for m in container(deployment)["volumeMounts"] if m["name"] == "model-cache"]
+    assert mount["readOnly"] is read_only
+    env = {e["name"]: e.get("value") for e in container(deployment)["env"]}
+    assert env["HF_HOME"] == "/models"  # downloads land on the cache, not in the container's home
+
+
+def test_user_hf_home_wins() -> None:
+    spec = with_({"model.cache": {"pvcName": "w"}, "engine.env": [{"name": "HF_HOME", "value": "/models/hf"}]})
+    env = container(by_kind(render(obj(spec)), "Deployment")[0])["env"]
+    assert [e["value"] for e in env if e["name"] == "HF_HOME"] == ["/models/hf"]
+
+
+def test_podmonitor_keeps_the_operator_labels_on_top() -> None:
+    (pm,) = by_kind(
+        render(obj(with_({"monitoring": {"podMonitor": True, "labels": {"release": "kps"}}}))), "PodMonitor"
+    )
+    assert pm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "specserve"
+    assert pm["metadata"]["labels"]["specserve.io/instance"] == "m"
+
+
+def test_no_network_policy_unless_asked() -> None:
+    assert by_kind(render(obj(MINIMAL)), "NetworkPolicy") == []
+
+
+def test_network_policy_lets_only_the_gateway_and_prometheus_reach_the_engine_port() -> None:
+    spec = with_({"routing.gateway": {"name": "gw", "namespace": "gateway-system"}, "networkPolicy": {"enabled": True}})
+    (policy,) = by_kind(render(obj(spec)), "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"specserve.io/instance": "m"}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    sources = [p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for p in rule["from"]]
+    assert sources == ["gateway-system", "monitoring"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 30000}]
+
+
+def test_network_policy_namespaces_can_be_named() -> None:
+    spec = with_(
+        {
+            "networkPolicy": {
+                "enabled": True,
+                "gatewayNamespaces": ["envoy-gateway-system"],
+                "prometheusNamespaces": ["obs", "obs"],
+            }
+        }
+    )
+    (policy,) = by_kind(render(obj(spec)), "NetworkPolicy")
+    sources = [
+        p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for p in policy["spec"]["ingress"][0]["from"]
+    ]
+    assert sources == ["envoy-gateway-system", "obs"]
+
+
+def test_network_policy_without_sources_denies_all_ingress() -> None:
+    spec = with_({"strategy": "Restart", "routing": {}, "networkPolicy": {"enabled": True, "prometheusNamespaces": []}})
+    (policy,) = by_kind(render(obj(spec)), "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in policy["spec"]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_rendered_kind_is_owned_and_the_operator_may_manage_it(name: str) -> None:
+    """The reconcile applies and prunes OWNED_KINDS only, with the verbs RBAC grants."""
+    for manifest in render(obj(SCENARIOS[name])):
+        kind = kind_of(manifest)
+        assert kind in OWNED_KINDS
+        for verb in ("get", "list", "create", "patch", "delete"):
+            assert allows(REQUIRED_RULES, kind.group, kind.plural, verb), (kind.kind, verb)

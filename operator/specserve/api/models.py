@@ -7,12 +7,14 @@ Field names are camelCase on the wire (aliases) and snake_case in Python.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from specserve.api import k8s_rules
 from specserve.versions import DEFAULT_VERSION, RELEASES
 
 GROUP = "specserve.io"
@@ -24,8 +26,8 @@ SINGULAR = "specserve"
 SHORT_NAMES = ["ss", "specsrv"]
 CATEGORIES = ["specserve", "ml"]
 
-# Kubernetes resource.Quantity, as the apimachinery regex accepts it.
-QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTPE]*[-+]?[0-9]*)$"
+# Kubernetes resource.Quantity, as resource.ParseQuantity reads it.
+QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
 # RFC 1123 label (names of Kubernetes objects we point at).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -34,6 +36,39 @@ Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
 ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
 
 SGLangVersion = Literal[tuple(RELEASES)]  # type: ignore[valid-type]
+
+
+def _label_key(key: str) -> str:
+    problem = k8s_rules.label_key_problem(key)
+    if problem:
+        raise ValueError(problem)
+    return key
+
+
+def _hostname(value: str) -> str:
+    problem = k8s_rules.hostname_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _path(value: str) -> str:
+    # Characters only: the Gateway API's forbidden substrings are a rule (rules.py) with a CEL twin.
+    if not re.match(k8s_rules.PATH_PATTERN, value):
+        raise ValueError(k8s_rules.path_problem(value))
+    return value
+
+
+# Map keys have no schema of their own in a CRD (and CEL over unbounded keys breaks the cost budget), so label
+# keys are checked here, in Python; values carry a schema pattern the API server checks as well.
+LabelKey = Annotated[
+    str,
+    # The pattern reaches the schema where a key is a value (toleration keys); Python says what is wrong.
+    Field(min_length=1, max_length=k8s_rules.LABEL_KEY_MAX, json_schema_extra={"pattern": k8s_rules.LABEL_KEY_PATTERN}),
+    AfterValidator(_label_key),
+]
+LabelValue = Annotated[str, Field(pattern=k8s_rules.LABEL_VALUE_PATTERN, max_length=k8s_rules.LABEL_VALUE_MAX)]
+Labels = Annotated[dict[LabelKey, LabelValue], Field(max_length=64)]
 
 
 class Model(BaseModel):
@@ -69,10 +104,24 @@ class ModelCache(Model):
 
     pvc_name: ObjectName | None = Field(default=None, description="A PersistentVolumeClaim holding the weights.")
     host_path: str | None = Field(
-        default=None, pattern=r"^/", description="A directory on the node holding the weights."
+        default=None,
+        pattern=r"^/",
+        max_length=4096,
+        description="A directory on the node holding the weights; only under a prefix the operator's installation "
+        "allows (chart value modelCache.hostPathPrefixes).",
     )
     mount_path: str = Field(default="/models", pattern=r"^/", description="Where the cache is mounted in pods.")
-    read_only: bool = Field(default=False, description="Mount the cache read-only.")
+    read_only: bool | None = Field(
+        default=None,
+        description="Mount the cache read-only; unset means read-only for hostPath, read-write for pvcName. A "
+        "writable hostPath needs the installation's consent (modelCache.hostPathWritable).",
+    )
+
+    def mount_read_only(self) -> bool:
+        """What the pods get: host paths are read-only unless asked otherwise (the install policy vets that)."""
+        if self.read_only is not None:
+            return self.read_only
+        return self.host_path is not None
 
 
 class SecretKeyRef(Model):
@@ -140,7 +189,7 @@ class SpeculativeSpec(Model):
 
 
 class EnvVar(Model):
-    name: str = Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)
+    name: str = Field(pattern=k8s_rules.ENV_NAME_PATTERN, min_length=1, max_length=256)
     value: str = Field(default="", max_length=32768)
 
 
@@ -195,17 +244,24 @@ class EngineSpec(Model):
     termination_grace_period_seconds: int = Field(
         default=120, ge=5, le=3600, description="Time in-flight requests get to drain on pod stop."
     )
+    run_as_user: int = Field(
+        default=1000,
+        ge=0,
+        le=2147483647,
+        description="User id SGLang runs as (also its group and the volumes' fsGroup). 1000 is the non-root user "
+        "of SpecServe's image; 0 runs as root, for images that need it (runAsNonRoot is then not enforced).",
+    )
 
 
 # ------------------------------------------------------------------------------------------------- placement
 
 
 class Toleration(Model):
-    key: str | None = None
+    key: LabelKey | None = Field(default=None, description="Taint key; empty with operator Exists matches all.")
     operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = None
+    value: LabelValue | None = Field(default=None, description="Taint value; operator Equal only.")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: int | None = Field(default=None, description="effect NoExecute only.")
 
 
 DEFAULT_TOLERATIONS = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),)
@@ -216,11 +272,12 @@ class PlacementSpec(Model):
     gpu_product: str | None = Field(
         default=None,
         min_length=1,
-        max_length=253,
+        max_length=k8s_rules.LABEL_VALUE_MAX,
+        pattern=k8s_rules.LABEL_VALUE_PATTERN,  # a node label value (the nodeAffinity matches it)
         description="Required nvidia.com/gpu.product node label, e.g. NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition.",
     )
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=lambda: list(DEFAULT_TOLERATIONS))
+    node_selector: Labels = Field(default_factory=dict, description="Node labels the pods require.")
+    tolerations: list[Toleration] = Field(default_factory=lambda: list(DEFAULT_TOLERATIONS), max_length=32)
     priority_class_name: str | None = Field(default=None, pattern=DNS_SUBDOMAIN_PATTERN)
     sm120: bool | None = Field(
         default=None,
@@ -231,8 +288,25 @@ class PlacementSpec(Model):
 # ----------------------------------------------------------------------------------------- pools and routing
 
 
+class Autoscaling(StrEnum):
+    OPERATOR = "Operator"  # the operator applies spec.replicas
+    EXTERNAL = "External"  # an HPA or KEDA owns the replica count; the operator never sets it
+
+
 class PoolSpec(Model):
-    replicas: int = Field(default=1, ge=0, le=1000)
+    replicas: int = Field(default=1, ge=0, le=1000, description="Pods; ignored with autoscaling External.")
+    max_surge: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Pods that may start before an old one stops in a roll (spare GPUs). 0: stop one, then start "
+        "one (maxUnavailable 1).",
+    )
+    autoscaling: Autoscaling = Field(
+        default=Autoscaling.OPERATOR,
+        description="External: an HPA or KEDA owns the pool's replica count; the Deployment is applied without "
+        "spec.replicas so the operator never fights it (see docs/install.md).",
+    )
 
 
 class PoolsSpec(Model):
@@ -244,20 +318,39 @@ class PoolsSpec(Model):
 
 
 class GatewayRef(Model):
+    # Gateway API parentRef limits: a namespace is a DNS label, a sectionName at most 253 characters.
     name: ObjectName
-    namespace: ObjectName | None = Field(default=None, description="Defaults to the SpecServe's namespace.")
-    section_name: str | None = Field(default=None, pattern=DNS_LABEL_PATTERN)
+    namespace: str | None = Field(
+        default=None, pattern=DNS_LABEL_PATTERN, max_length=63, description="Defaults to the SpecServe's namespace."
+    )
+    section_name: str | None = Field(default=None, pattern=DNS_LABEL_PATTERN, max_length=253)
 
 
 class RoutingSpec(Model):
     gateway: GatewayRef | None = Field(default=None, description="Gateway the owned HTTPRoute attaches to.")
-    hostnames: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(default_factory=list, max_length=16)
-    path_prefix: str = Field(default="/", pattern=r"^/")
+    hostnames: list[
+        Annotated[
+            str,
+            # The schema carries the Gateway API pattern; Python checks it too, with a message saying what is wrong.
+            Field(min_length=1, max_length=253, json_schema_extra={"pattern": k8s_rules.HOSTNAME_PATTERN}),
+            AfterValidator(_hostname),
+        ]
+    ] = Field(default_factory=list, max_length=16, description="HTTPRoute hostnames, e.g. llm.example.com.")
+    path_prefix: Annotated[str, AfterValidator(_path)] = Field(
+        default="/",
+        min_length=1,
+        max_length=k8s_rules.PATH_MAX,
+        json_schema_extra={"pattern": k8s_rules.PATH_PATTERN},
+        description="HTTPRoute PathPrefix match, e.g. /v1.",
+    )
 
 
 class MonitoringSpec(Model):
     pod_monitor: bool = Field(default=False, description="Render a PodMonitor (Prometheus Operator).")
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels on the PodMonitor.")
+    labels: Labels = Field(
+        default_factory=dict,
+        description="Extra labels on the PodMonitor (e.g. the Prometheus selector's); may not set the operator's own.",
+    )
     interval_seconds: int = Field(default=15, ge=1, le=600)
 
 
@@ -281,6 +374,17 @@ class MetricsSource(Model):
         default="Prometheus", description="Read load from Prometheus, or scrape pods' /metrics directly."
     )
     prometheus_url: str | None = Field(default=None, pattern=r"^https?://", description="Defaults to the operator's.")
+    series_selector: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description=(
+            "PromQL label matchers that select one pool's engine series, for clusters that relabel differently "
+            "from SpecServe's PodMonitor; $namespace, $name and $pool (speculative, baseline or engine) are "
+            'substituted, e.g. kubernetes_namespace="$namespace",app="$name-$pool". Unset: the PodMonitor\'s '
+            "labels (namespace, specserve_instance, specserve_pool), one grouped query for all SpecServes."
+        ),
+    )
 
 
 class SwitchingSpec(Model):
@@ -290,7 +394,7 @@ class SwitchingSpec(Model):
         description="Concurrency above which baseline serves more tokens/s; unset means from curves.",
     )
     hysteresis: float = Field(default=0.1, ge=0, lt=1, description="Dead band around the crossover, as a fraction.")
-    evaluation_interval_seconds: int = Field(default=15, ge=5, le=3600)
+    evaluation_interval_seconds: int = Field(default=15, ge=1, le=3600)
     up_stabilization_seconds: int = Field(default=0, ge=0, le=86400, description="Before moving to baseline.")
     down_stabilization_seconds: int = Field(default=300, ge=0, le=86400, description="Before moving back.")
     min_dwell_seconds: int = Field(default=300, ge=0, le=86400, description="Least time between two switches.")
@@ -304,6 +408,21 @@ class SwitchingSpec(Model):
 # ------------------------------------------------------------------------------------------------------ spec
 
 
+class NetworkPolicySpec(Model):
+    """Who may reach the engine port (SGLang serves admin endpoints such as /flush_cache on it)."""
+
+    enabled: bool = Field(default=False, description="Render a NetworkPolicy for the SpecServe's pods.")
+    gateway_namespaces: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Namespaces of the gateway's proxy pods; empty means routing.gateway's namespace (or the "
+        "SpecServe's). Some implementations run proxies elsewhere (Envoy Gateway: envoy-gateway-system).",
+    )
+    prometheus_namespaces: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = Field(
+        default_factory=lambda: ["monitoring"], max_length=16, description="Namespaces Prometheus scrapes from."
+    )
+
+
 class SpecServeSpec(Model):
     model: ModelSpec
     speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
@@ -314,6 +433,7 @@ class SpecServeSpec(Model):
     routing: RoutingSpec = Field(default_factory=RoutingSpec)
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     switching: SwitchingSpec = Field(default_factory=SwitchingSpec)
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
 
 
 class ObjectMeta(BaseModel):
@@ -359,10 +479,25 @@ class Weights(Model):
     baseline: int = Field(ge=0, le=100)
 
 
+class PoolLoad(Model):
+    """One pool's load as the switching loop last recorded it (unset: unknown)."""
+
+    pool: Literal["speculative", "baseline"] = Field(description="The flavour the pool serves.")
+    ready: int = Field(default=0, ge=0, description="Ready pods (from the Deployment).")
+    running: float | None = None
+    queued: float | None = None
+    tokens_per_second: float | None = Field(default=None, description="Generation tokens/s.")
+    ttft_p99_seconds: float | None = None
+    tpot_p99_seconds: float | None = None
+    accept_length: float | None = Field(default=None, description="Speculative pods: mean accepted length.")
+    spec_num_steps: float | None = Field(default=None, description="Speculative pods: active steps (0: off).")
+
+
 class LoadSnapshot(Model):
     concurrency: float | None = None
     queued: float | None = None
     time: str | None = None
+    pools: list[PoolLoad] = Field(default_factory=list, max_length=2, description="Per pool.")
 
 
 class Decision(Model):
@@ -396,6 +531,16 @@ class SwitchingState(Model):
 HISTORY_LIMIT = 20
 
 
+class PoolStatus(Model):
+    """One pool's Deployment as last observed; a report only (rollouts decide from the live Deployments)."""
+
+    role: str = Field(description="speculative, baseline or engine.")
+    name: str
+    desired: int = Field(ge=0)
+    ready: int = Field(ge=0)
+    updated: int = Field(ge=0, description="Pods running the current pod template.")
+
+
 class SpecServeStatus(Model):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -405,3 +550,4 @@ class SpecServeStatus(Model):
     last_decision: Decision | None = None
     history: list[Decision] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     switching: SwitchingState | None = None
+    pools: list[PoolStatus] = Field(default_factory=list, max_length=8, description="Each pool as observed.")

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specserve.api.curves import curve_problem
+from specserve.api.k8s_rules import PATH_FORBIDDEN, PATH_FORBIDDEN_SUFFIXES, request_above_limit
 from specserve.versions import ADAPTIVE_MIN_VERSION, RELEASES, SGLANG_DEFAULT_CANDIDATE_STEPS
 
 if TYPE_CHECKING:
-    from specserve.api.models import SpecServeSpec
+    from specserve.api.models import CurvePoint, SpecServeSpec
 
 # Flags the operator renders itself; extraArgs may not set them (nor an argparse abbreviation of them).
 OWNED_FLAGS: tuple[str, ...] = (
@@ -41,6 +43,15 @@ OWNED_FLAGS: tuple[str, ...] = (
 )
 # Environment variables the operator sets itself.
 OWNED_ENV: tuple[str, ...] = ("HF_TOKEN", "SGLANG_ENABLE_SPEC_V2")
+
+# Label keys the operator sets on what it renders (selectors, ownership, Prometheus relabelling); user labels may
+# not set them, nor anything under the operator's own prefix.
+RESERVED_LABELS: tuple[str, ...] = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+)
+RESERVED_LABEL_PREFIX = "specserve.io/"
 
 # GPU product label fragments that mean SM120; matched case-sensitively, as CEL does.
 SM120_MARKERS: tuple[str, ...] = ("RTX-PRO-6000", "RTX-5090", "RTX-5080")
@@ -91,6 +102,35 @@ def is_sm120(spec: SpecServeSpec) -> bool:
 _CEL_SM120 = (
     "(has(self.placement.sm120) ? self.placement.sm120 : (has(self.placement.gpuProduct) && "
     f"{_cel_list(SM120_MARKERS)}.exists(m, self.placement.gpuProduct.contains(m))))"
+)
+
+
+def reserved_label(key: str) -> bool:
+    return key in RESERVED_LABELS or key.startswith(RESERVED_LABEL_PREFIX)
+
+
+def _points(curve: list[CurvePoint]) -> list[tuple[float, float]]:
+    return [(p.concurrency, p.tokens_per_second) for p in curve]
+
+
+def _cel_curve(mode: str) -> str:
+    """CEL for curve_problem's shape on one list: not a single point, concurrency sorted (isSorted is in
+    Kubernetes' CEL list library) and unique, which together is strictly increasing."""
+    c = f"self.switching.curves.{mode}"
+    return (
+        f"!has(self.switching.curves) || (size({c}) != 1 && {c}.map(p, p.concurrency).isSorted() && "
+        f"{c}.all(p, {c}.exists_one(q, q.concurrency == p.concurrency)))"
+    )
+
+
+def _curve_ok(spec: SpecServeSpec, mode: str) -> bool:
+    curves = spec.switching.curves
+    return curves is None or curve_problem(_points(getattr(curves, mode))) is None
+
+
+_CURVE_MESSAGE = (
+    "must be empty or hold at least two points with strictly increasing concurrency (as `specserve calibrate` "
+    "writes it); re-run calibrate or fix the points"
 )
 
 RULES: tuple[Rule, ...] = (
@@ -211,9 +251,109 @@ RULES: tuple[Rule, ...] = (
         f"{_cel_list(SM100_ONLY_ATTENTION)}) || !{_CEL_SM120}",
         holds=lambda s: s.engine.attention_backend not in SM100_ONLY_ATTENTION or not is_sm120(s),
     ),
+    # ------------------------------------------------------------ what the API server refuses in the children
+    Rule(
+        field="spec.engine.env",
+        message="names each variable once (Kubernetes keeps only the last of duplicates); remove the repeats",
+        cel="self.engine.env.all(e, self.engine.env.exists_one(f, f.name == e.name))",
+        holds=lambda s: len({e.name for e in s.engine.env}) == len(s.engine.env),
+    ),
+    Rule(
+        field="spec.placement.tolerations",
+        message="a toleration with operator Exists takes no value; remove value or use operator Equal",
+        cel="self.placement.tolerations.all(t, t.operator != 'Exists' || !has(t.value) || t.value == '')",
+        holds=lambda s: all(t.operator != "Exists" or not t.value for t in s.placement.tolerations),
+    ),
+    Rule(
+        field="spec.placement.tolerations",
+        message="a toleration without a key must use operator Exists (it then tolerates every taint); add the "
+        "taint's key or set operator: Exists",
+        cel="self.placement.tolerations.all(t, t.operator == 'Exists' || (has(t.key) && t.key != ''))",
+        holds=lambda s: all(t.operator == "Exists" or t.key for t in s.placement.tolerations),
+    ),
+    Rule(
+        field="spec.placement.tolerations",
+        message="tolerationSeconds only applies to effect NoExecute; set effect: NoExecute or remove tolerationSeconds",
+        cel="self.placement.tolerations.all(t, !has(t.tolerationSeconds) || "
+        "(has(t.effect) && t.effect == 'NoExecute'))",
+        holds=lambda s: all(t.toleration_seconds is None or t.effect == "NoExecute" for t in s.placement.tolerations),
+    ),
+    Rule(
+        field="spec.monitoring.labels",
+        message="may not set the operator's own labels (" + ", ".join(RESERVED_LABELS) + f", {RESERVED_LABEL_PREFIX}*"
+        "): selectors and ownership depend on them; use another key",
+        # Map keys have no maxLength for the cost estimator: a map literal makes membership O(1), and
+        # startsWith costs the prefix's length, not the key's.
+        cel="self.monitoring.labels.all(k, !(k in {" + ", ".join(f"'{k}': true" for k in RESERVED_LABELS) + "}) && "
+        f"!k.startsWith('{RESERVED_LABEL_PREFIX}'))",
+        holds=lambda s: not any(reserved_label(k) for k in s.monitoring.labels),
+    ),
+    Rule(
+        field="spec.routing.pathPrefix",
+        message="may not contain "
+        + ", ".join(repr(b) for b in PATH_FORBIDDEN)
+        + " nor end with "
+        + " or ".join(repr(b) for b in PATH_FORBIDDEN_SUFFIXES)
+        + " (the Gateway API refuses such paths); write a plain path such as /v1",
+        cel=f"!{_cel_list(PATH_FORBIDDEN)}.exists(b, self.routing.pathPrefix.contains(b)) && "
+        f"!{_cel_list(PATH_FORBIDDEN_SUFFIXES)}.exists(b, self.routing.pathPrefix.endsWith(b))",
+        holds=lambda s: (
+            not any(b in s.routing.path_prefix for b in PATH_FORBIDDEN)
+            and not s.routing.path_prefix.endswith(PATH_FORBIDDEN_SUFFIXES)
+        ),
+    ),
+    Rule(
+        field="spec.model.cache.hostPath",
+        message="must be a normalised absolute path (no '.', '..' or '//' segments): the installation's "
+        "allowed prefixes are compared segment by segment",
+        cel="!has(self.model.cache) || !has(self.model.cache.hostPath) || "
+        "(!['//', '/./', '/../'].exists(b, self.model.cache.hostPath.contains(b)) && "
+        "!['/.', '/..'].exists(b, self.model.cache.hostPath.endsWith(b)))",
+        holds=lambda s: (
+            s.model.cache is None
+            or s.model.cache.host_path is None
+            or (
+                not any(b in s.model.cache.host_path for b in ("//", "/./", "/../"))
+                and not s.model.cache.host_path.endswith(("/.", "/.."))
+            )
+        ),
+    ),
+    Rule(
+        field="spec.switching.curves.speculative",
+        message=_CURVE_MESSAGE,
+        cel=_cel_curve("speculative"),
+        holds=lambda s: _curve_ok(s, "speculative"),
+    ),
+    Rule(
+        field="spec.switching.curves.baseline",
+        message=_CURVE_MESSAGE,
+        cel=_cel_curve("baseline"),
+        holds=lambda s: _curve_ok(s, "baseline"),
+    ),
 )
+
+# Resource names whose requests and limits the user sets (GPUs are rendered equal on both sides).
+_RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("ephemeral_storage", "ephemeral-storage"))
+
+
+def python_only(spec: SpecServeSpec) -> list[FieldError]:
+    """Rules without a CEL twin. Requests vs limits needs Kubernetes' quantity() CEL library, which the CEL
+    interpreter the tests check twins with does not have; the API server refuses the Deployment instead."""
+    errors = []
+    requests, limits = spec.engine.resources.requests, spec.engine.resources.limits
+    for attr, name in _RESOURCES:
+        request, limit = getattr(requests, attr), getattr(limits, attr)
+        if request is not None and limit is not None and request_above_limit(request, limit):
+            errors.append(
+                FieldError(
+                    f"spec.engine.resources.requests.{name}",
+                    f"{request} is above the limit {limit}; a request may not exceed its limit (lower the request "
+                    "or raise the limit)",
+                )
+            )
+    return errors
 
 
 def check(spec: SpecServeSpec) -> list[FieldError]:
     """The cross-field rules this spec breaks (empty when it is valid)."""
-    return [FieldError(r.field, r.message) for r in RULES if not r.holds(spec)]
+    return [FieldError(r.field, r.message) for r in RULES if not r.holds(spec)] + python_only(spec)

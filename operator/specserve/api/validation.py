@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from specserve.api import k8s_rules
 from specserve.api.models import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
@@ -15,6 +18,8 @@ from specserve.api.models import (
     SpecServeSpec,
 )
 from specserve.api.rules import FieldError, check
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class InvalidSpecServe(ValueError):  # noqa: N818 - reads better at call sites than InvalidSpecServeError
@@ -30,6 +35,14 @@ _HINTS = {
     "missing": "is required",
 }
 
+# Strict types: the API server refuses these too, so say how to write the value.
+_TYPE_FIXES = {
+    "int_type": "write a whole number without quotes, e.g. 2",
+    "bool_type": "write true or false without quotes",
+    "float_type": "write a number without quotes, e.g. 0.5",
+    "string_type": 'quote it, e.g. "4"',
+}
+
 _PATTERNS = {
     QUANTITY_PATTERN: "must be a Kubernetes quantity such as 32Gi, 500m or 4",
     DNS_LABEL_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9 and '-', starting and ending alphanumeric)",
@@ -37,6 +50,10 @@ _PATTERNS = {
     r"^/": "must be an absolute path starting with /",
     r"^https?://": "must be an http:// or https:// URL",
     r"^[0-9]+$": "must be a batch size (a whole number such as 1, 8 or 32)",
+    k8s_rules.LABEL_VALUE_PATTERN: "must be a label value: at most 63 alphanumerics, '-', '_' or '.', starting and "
+    "ending alphanumeric",
+    k8s_rules.ENV_NAME_PATTERN: "must be an environment variable name (letters, digits, '_', '-' and '.', not "
+    "starting with a digit)",
 }
 
 
@@ -49,6 +66,8 @@ def _message(err: Any) -> str:
         message = _PATTERNS.get(pattern, f"must match {pattern}")
     if "input" in err and not isinstance(err["input"], Mapping | list):
         message = f"{message} (got {err['input']!r})"
+        if err["type"] in _TYPE_FIXES:
+            message = f"{message}; {_TYPE_FIXES[err['type']]}"
     return message
 
 
@@ -72,12 +91,28 @@ def describe(exc: ValidationError, prefix: str = "spec") -> list[FieldError]:
     return errors
 
 
+def strict(model: type[M], raw: Any) -> M:
+    """Validate with the API server's typing: the JSON text in strict mode refuses "2" for an integer and "yes"
+    for a boolean (no coercion), yet takes 2 for a number and enum values as strings, as the API server does.
+    Values YAML turns into other types (dates) go through as strings, as kubectl sends them."""
+    return model.model_validate_json(json.dumps(raw, default=_json_default), strict=True)
+
+
+def _json_default(value: Any) -> Any:
+    # kopf hands over its own Mapping views (Body, Spec, Meta); YAML turns unquoted dates into date objects.
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
+
+
 def parse_spec(raw: Any) -> SpecServeSpec:
     """Validate a raw `.spec` (field rules, then cross-field rules); raises InvalidSpecServe."""
     if not isinstance(raw, Mapping):
         raise InvalidSpecServe([FieldError("spec", "must be a mapping with at least spec.model.path")])
     try:
-        spec = SpecServeSpec.model_validate(raw)
+        spec = strict(SpecServeSpec, raw)
     except ValidationError as exc:
         raise InvalidSpecServe(describe(exc)) from None
     errors = check(spec)
@@ -92,7 +127,7 @@ def parse_object(raw: Any) -> SpecServe:
         raise InvalidSpecServe([FieldError("(document)", "must be a SpecServe mapping, not " + type(raw).__name__)])
     spec = parse_spec(raw.get("spec"))
     try:
-        head = SpecServe.model_validate({**raw, "spec": {"model": {"path": "-"}}})
+        head = strict(SpecServe, {**raw, "spec": {"model": {"path": "-"}}})
     except ValidationError as exc:
         raise InvalidSpecServe(describe(exc, prefix="")) from None
     return head.model_copy(update={"spec": spec})

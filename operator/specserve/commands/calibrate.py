@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserve.api.curves import curve_problem
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.bench.calibrate import Calibration, Verdict, calibrate, switching_fields
 from specserve.bench.curves import CurveError
@@ -95,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
         base_result = load_result(args.baseline)
         if not 0 <= args.tolerance < 1:
             raise ValueError(f"--tolerance must be in [0, 1), got {args.tolerance:g}")
+        for res, path in ((spec_result, args.speculative), (base_result, args.baseline)):
+            # The operator's own test of a curve (spec.switching.curves), so what calibrate accepts it accepts.
+            problem = curve_problem(res.curve().points())
+            if problem:
+                raise ValueError(f"{path}: the measured curve {problem}; sweep more concurrency levels")
         spec_doc = read_spec_doc(Path(args.write)) if args.write else None
         cal = calibrate(spec_result.curve(), base_result.curve(), _num_steps(args, spec_doc), args.tolerance)
     except (BenchFileError, SpecFileError, CurveError, ValueError) as exc:

@@ -7,6 +7,7 @@ import sys
 
 import yaml
 
+from specserve.api.install_policy import InstallPolicy, check_install_policy
 from specserve.api.models import Mode
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.render import render, to_yaml
@@ -18,6 +19,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode",
         choices=[m.value for m in Mode],
         help="render as if this mode were active (default: spec.switching.initialMode)",
+    )
+    # The operator's install policy, so that what renders here is what the operator would accept.
+    parser.add_argument(
+        "--allow-host-path",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="accept model.cache.hostPath under this directory, as `specserve run` does (repeatable; default none)",
+    )
+    parser.add_argument(
+        "--allow-host-path-write", action="store_true", help="accept read-write host paths (readOnly: false)"
     )
 
 
@@ -40,12 +52,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     manifests = []
     failed = False
+    policy = InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write)
     for index, document in enumerate(documents):
+        where = f"{args.file} document {index + 1}" if len(documents) > 1 else args.file
         try:
             obj = parse_object(document)
         except InvalidSpecServe as exc:
-            where = f"{args.file} document {index + 1}" if len(documents) > 1 else args.file
-            for error in exc.errors:
+            errors = exc.errors
+        else:
+            errors = check_install_policy(obj.spec, policy)
+        if errors:
+            for error in errors:
                 print(f"specserve render: {where}: {error}", file=sys.stderr)
             failed = True
             continue

@@ -29,11 +29,22 @@ SERVICE = Kind("v1", "Service", "services")
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 HTTPROUTE = Kind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes")
 PODMONITOR = Kind("monitoring.coreos.com/v1", "PodMonitor", "podmonitors")
+PODDISRUPTIONBUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
+NETWORKPOLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
 POD = Kind("v1", "Pod", "pods")
 SPECSERVE = Kind("specserve.io/v1alpha1", "SpecServe", "specserves")
 
 # Every kind a SpecServe may own, in apply order (config before the pods that mount it).
-OWNED_KINDS: tuple[Kind, ...] = (CONFIGMAP, DEPLOYMENT, SERVICE, HTTPROUTE, PODMONITOR)
+# The NetworkPolicy comes before the pods it guards.
+OWNED_KINDS: tuple[Kind, ...] = (
+    CONFIGMAP,
+    NETWORKPOLICY,
+    DEPLOYMENT,
+    SERVICE,
+    PODDISRUPTIONBUDGET,
+    HTTPROUTE,
+    PODMONITOR,
+)
 _BY_KEY = {(k.api_version, k.kind): k for k in (*OWNED_KINDS, POD, SPECSERVE)}
 
 

@@ -94,6 +94,10 @@ def sglang_env(spec: SpecServeSpec, flavour: Flavour) -> list[dict[str, object]]
     if flavour.speculative and eagle_family and not rel.spec_v2_always_on and spec.speculative.eagle_topk == 1:
         # Before 0.5.2x the overlap (spec v2) path is opt-in and needs topk 1; NGRAM has no v2 path.
         env.append({"name": "SGLANG_ENABLE_SPEC_V2", "value": "True"})
+    cache = spec.model.cache
+    if cache is not None and not any(e.name == "HF_HOME" for e in spec.engine.env):
+        # Hub downloads land on the cache volume, not in the non-root user's home inside the container.
+        env.append({"name": "HF_HOME", "value": cache.mount_path})
     token = spec.model.hf_token_secret
     if token is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}})

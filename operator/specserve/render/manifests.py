@@ -1,8 +1,8 @@
 """SpecServe -> the Kubernetes objects that serve it (pure: same input, same output, no I/O).
 
-Per pool a Deployment and a Service; the HTTPRoute the operator owns; a ConfigMap with the adaptive
-config (Adaptive strategy); a PodMonitor when asked. Templates are jinja2 files next to this module;
-every value goes through `tojson`, so no spec value can break the YAML.
+Per pool a Deployment, a Service and a PodDisruptionBudget; the HTTPRoute the operator owns; a ConfigMap with
+the adaptive config (Adaptive strategy); a PodMonitor and a NetworkPolicy when asked. Templates are jinja2 files
+next to this module; every value goes through `tojson`, so no spec value can break the YAML.
 """
 
 from __future__ import annotations
@@ -17,7 +17,17 @@ from typing import Any
 import jinja2
 import yaml
 
-from specserve.api.models import API_VERSION, KIND, Mode, SpecServe, SpecServeSpec, Strategy, Weights
+from specserve.api.models import (
+    API_VERSION,
+    KIND,
+    Autoscaling,
+    Mode,
+    PoolSpec,
+    SpecServe,
+    SpecServeSpec,
+    Strategy,
+    Weights,
+)
 from specserve.policy.adaptive import sglang_config_file
 from specserve.render.engine import (
     ADAPTIVE_CONFIG_DIR,
@@ -56,6 +66,8 @@ class Pool:
     env: list[dict[str, object]]
     adaptive_config: str | None  # ConfigMap name
     config_hash: str  # of everything the engine reads: a change rolls the pods
+    max_surge: int = 0  # pods a roll may start before stopping one (spare GPUs)
+    external_replicas: bool = False  # an HPA/KEDA owns spec.replicas: the Deployment is applied without it
 
 
 def base_labels(name: str) -> dict[str, str]:
@@ -81,18 +93,19 @@ def adaptive_configmap_name(name: str) -> str:
 def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
     """The pools a SpecServe runs in `mode` (the mode only matters to Restart, which has one pool)."""
     spec, name = obj.spec, obj.metadata.name
+    shapes: list[tuple[str, PoolSpec, Flavour]]
     if spec.strategy == Strategy.TRAFFIC_SPLIT:
         shapes = [
-            (PoolRole.SPECULATIVE, spec.pools.speculative.replicas, Flavour(speculative=True)),
-            (PoolRole.BASELINE, spec.pools.baseline.replicas, Flavour(speculative=False)),
+            (PoolRole.SPECULATIVE, spec.pools.speculative, Flavour(speculative=True)),
+            (PoolRole.BASELINE, spec.pools.baseline, Flavour(speculative=False)),
         ]
     elif spec.strategy == Strategy.RESTART:
-        shapes = [(PoolRole.ENGINE, spec.pools.speculative.replicas, Flavour(speculative=mode == Mode.SPECULATIVE))]
+        shapes = [(PoolRole.ENGINE, spec.pools.speculative, Flavour(speculative=mode == Mode.SPECULATIVE))]
     else:
-        shapes = [(PoolRole.ENGINE, spec.pools.speculative.replicas, Flavour(speculative=True, adaptive=True))]
+        shapes = [(PoolRole.ENGINE, spec.pools.speculative, Flavour(speculative=True, adaptive=True))]
     steps = adaptive_steps(spec)
     result = []
-    for role, replicas, flavour in shapes:
+    for role, shape, flavour in shapes:
         labels = {**base_labels(name), LABEL_POOL: role}
         args, env = sglang_args(spec, flavour), sglang_env(spec, flavour)
         mounted = steps if flavour.adaptive else None
@@ -100,7 +113,7 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
             Pool(
                 role=role,
                 name=pool_name(name, role),
-                replicas=replicas,
+                replicas=shape.replicas,
                 flavour=flavour,
                 labels=labels,
                 selector={LABEL_INSTANCE: name, LABEL_POOL: role},
@@ -109,6 +122,8 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
                 env=env,
                 adaptive_config=adaptive_configmap_name(name) if mounted is not None else None,
                 config_hash=_config_hash(image_of(spec), args, env, mounted),
+                max_surge=shape.max_surge,
+                external_replicas=shape.autoscaling == Autoscaling.EXTERNAL,
             )
         )
     return result
@@ -191,6 +206,40 @@ def _probes(spec: SpecServeSpec) -> dict[str, int]:
     }
 
 
+def _security(spec: SpecServeSpec) -> dict[str, dict[str, Any]]:
+    """Pod and container security contexts: no privilege escalation, no capabilities, the runtime's seccomp
+    profile, non-root unless runAsUser is 0. The NVIDIA device plugin hands GPUs to unprivileged containers."""
+    uid = spec.engine.run_as_user
+    pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}, "runAsUser": uid}
+    if uid != 0:
+        # fsGroup makes a PVC cache writable for the non-root user; OnRootMismatch skips the recursive chown of
+        # a multi-terabyte model volume on every pod start once it is done.
+        pod |= {"runAsNonRoot": True, "runAsGroup": uid, "fsGroup": uid, "fsGroupChangePolicy": "OnRootMismatch"}
+    container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {"pod": pod, "container": container}
+
+
+def _strategy(pool: Pool) -> dict[str, int]:
+    # GPU pods: a surge pod waits for GPUs, so surge only as far as the user says spare GPUs exist; without
+    # surge, stop one pod then start its replacement.
+    if pool.max_surge > 0:
+        return {"maxSurge": pool.max_surge, "maxUnavailable": 0}
+    return {"maxSurge": 0, "maxUnavailable": 1}
+
+
+def _needs_pdb(pool: Pool) -> bool:
+    return pool.external_replicas or pool.replicas > 0
+
+
+def _network_policy_sources(obj: SpecServe) -> list[str]:
+    """Namespaces allowed to reach the engine port: the gateway's proxies and Prometheus."""
+    spec = obj.spec
+    gateways = list(spec.network_policy.gateway_namespaces)
+    if not gateways and spec.routing.gateway is not None:
+        gateways = [spec.routing.gateway.namespace or obj.metadata.namespace]
+    return list(dict.fromkeys([*gateways, *spec.network_policy.prometheus_namespaces]))
+
+
 @cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
@@ -203,7 +252,8 @@ def _environment() -> jinja2.Environment:
 
 def _template(template: str, **context: Any) -> Manifest:
     text = _environment().get_template(template).render(**context)
-    loaded: Manifest = yaml.safe_load(text)
+    # libyaml's loader when built in: the pure-Python one was most of a reconcile's CPU (26 ms vs 4 ms a render).
+    loaded: Manifest = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return loaded
 
 
@@ -238,6 +288,8 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
                 tolerations=tolerations,
                 image=image_of(spec),
                 resources=_resources(spec),
+                security=_security(spec),
+                strategy=_strategy(pool),
                 probes=_probes(spec),
                 drain_command=_drain_command(spec),
                 adaptive_dir=ADAPTIVE_CONFIG_DIR,
@@ -245,6 +297,19 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
             )
         )
         out.append(_template("service.yaml.j2", pool=pool, **common))
+        if _needs_pdb(pool):
+            out.append(_template("poddisruptionbudget.yaml.j2", pool=pool, **common))
+    if spec.network_policy.enabled:
+        out.append(
+            _template(
+                "networkpolicy.yaml.j2",
+                name=name,
+                labels=base_labels(name),
+                selector={LABEL_INSTANCE: name},
+                namespaces=_network_policy_sources(obj),
+                **common,
+            )
+        )
 
     if spec.routing.gateway is not None:
         w = weights(obj, mode)
@@ -266,7 +331,8 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
             _template(
                 "podmonitor.yaml.j2",
                 name=name,
-                labels={**base_labels(name), **spec.monitoring.labels},
+                # The rules refuse user labels that set ours; ours come last so they win regardless.
+                labels={**spec.monitoring.labels, **base_labels(name)},
                 selector={LABEL_INSTANCE: name},
                 interval=f"{spec.monitoring.interval_seconds}s",
                 **common,
