@@ -10,22 +10,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specserve.api.models import Condition, ConditionStatus, Mode, SpecServeStatus, Strategy, Weights
+from specserve.api.models import Condition, ConditionStatus, Mode, PoolStatus, SpecServeStatus, Strategy, Weights
 
 READY = "Ready"
 SPECULATIVE_POOL_READY = "SpeculativePoolReady"
 BASELINE_POOL_READY = "BaselinePoolReady"
 ROUTE_READY = "RouteReady"
+POD_MONITOR_READY = "PodMonitorReady"
 METRICS_AVAILABLE = "MetricsAvailable"
 SWITCHING = "Switching"
+PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_ORDER = (
     READY,
     SPECULATIVE_POOL_READY,
     BASELINE_POOL_READY,
     ROUTE_READY,
+    POD_MONITOR_READY,
     METRICS_AVAILABLE,
     SWITCHING,
+    PROGRESSING,
     DEGRADED,
 )
 
@@ -39,23 +43,31 @@ class PoolHealth:
     ready: int
     updated: int
     up_to_date: bool  # the Deployment controller has seen the current spec
+    role: str = ""
 
     @classmethod
-    def observe(cls, name: str, desired: int, live: Mapping[str, Any] | None) -> PoolHealth:
+    def observe(cls, name: str, desired: int | None, live: Mapping[str, Any] | None, role: str = "") -> PoolHealth:
+        """`desired` None: an autoscaler owns the count, so the live Deployment's spec.replicas is the truth."""
         if live is None:
-            return cls(name, desired, 0, 0, False)
+            return cls(name, desired or 0, 0, 0, False, role)
         status = live.get("status") or {}
         generation = (live.get("metadata") or {}).get("generation")
         seen = status.get("observedGeneration")
         # Without generation tracking (the test emulator), trust the replica counts alone.
         up_to_date = generation is None or seen == generation
+        if desired is None:
+            desired = int((live.get("spec") or {}).get("replicas") or 0)
         return cls(
             name,
             desired,
             int(status.get("readyReplicas") or 0),
             int(status.get("updatedReplicas") or 0),
             up_to_date,
+            role,
         )
+
+    def report(self) -> PoolStatus:
+        return PoolStatus(role=self.role, name=self.name, desired=self.desired, ready=self.ready, updated=self.updated)
 
     def condition(self) -> tuple[ConditionStatus, str, str]:
         if self.desired == 0:
@@ -98,17 +110,33 @@ class RouteHealth:
 
 
 @dataclass(frozen=True)
+class Part:
+    """An optional part's own condition (e.g. the PodMonitor): its trouble never makes the SpecServe unready."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything one reconcile learned, the input of the status."""
 
     generation: int | None
     strategy: Strategy
-    mode: Mode
-    weights: Weights | None
+    mode: Mode  # the mode actually serving
+    weights: Weights | None  # the weights actually on the HTTPRoute
     speculative_pool: PoolHealth | None  # None: the strategy runs no such pool now
     baseline_pool: PoolHealth | None
     route: RouteHealth
     problems: tuple[str, ...] = ()  # apply or API failures, already worded for users
+    pools: tuple[PoolHealth, ...] = ()  # every pool observed, replaced ones included
+    progressing: tuple[str, str] | None = None  # (reason, message) of the rollout step running; None: settled
+    parts: tuple[Part, ...] = ()
+    dropped_parts: tuple[str, ...] = ()  # condition types of optional parts no longer requested
+    conflicts: tuple[str, ...] = ()  # objects of our names that this SpecServe does not own
+    read_errors: tuple[str, ...] = ()  # nothing was changed: conditions stay as they were
 
 
 def set_condition(
@@ -144,30 +172,58 @@ def _pool_condition(pool: PoolHealth | None, strategy: Strategy, mode: Mode) -> 
     return ConditionStatus.FALSE, "Inactive", f"the Restart strategy runs one pool; it now serves {mode.value}"
 
 
+def _keep_or_default(
+    conds: list[Condition], type_: str, reason: str, message: str, gen: int | None, now: str
+) -> list[Condition]:
+    """Conditions another loop owns (the switching loop): kept as they are, a default only when absent."""
+    if any(c.type == type_ for c in conds):
+        return conds
+    return set_condition(conds, type_, ConditionStatus.UNKNOWN, reason, message, gen, now)
+
+
+def _loop_conditions(conds: list[Condition], mode: Mode, gen: int | None, now: str) -> list[Condition]:
+    conds = _keep_or_default(conds, METRICS_AVAILABLE, "NotEvaluated", "load metrics have not been read yet", gen, now)
+    return _keep_or_default(
+        conds, SWITCHING, "NotEvaluated", f"serving {mode.value}; no switch evaluated yet", gen, now
+    )
+
+
 def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> SpecServeStatus:
-    """The status after a successful reconcile."""
+    """The status after a reconcile that got to observe the live objects."""
     gen = seen.generation
     conds: list[Condition] = list(previous.conditions)
+    if seen.read_errors:
+        # A transient read error says nothing about the pools: keep what was known, say what failed.
+        conds = _loop_conditions(conds, seen.mode, gen, now)
+        message = "could not read the live objects, nothing changed: " + "; ".join(seen.read_errors)
+        conds = set_condition(conds, DEGRADED, ConditionStatus.TRUE, "ReadFailed", message, gen, now)
+        return previous.model_copy(update={"conditions": conds})
+
     spec_c = _pool_condition(seen.speculative_pool, seen.strategy, seen.mode)
     base_c = _pool_condition(seen.baseline_pool, seen.strategy, seen.mode)
     route_c = seen.route.condition()
     conds = set_condition(conds, SPECULATIVE_POOL_READY, *spec_c, gen, now)
     conds = set_condition(conds, BASELINE_POOL_READY, *base_c, gen, now)
     conds = set_condition(conds, ROUTE_READY, *route_c, gen, now)
-    conds = set_condition(
-        conds,
-        METRICS_AVAILABLE,
-        ConditionStatus.UNKNOWN,
-        "NotEvaluated",
-        "load metrics are not read: this operator version holds the mode set by spec.switching.initialMode",
-        gen,
-        now,
-    )
-    conds = set_condition(conds, SWITCHING, ConditionStatus.FALSE, "Stable", f"serving {seen.mode.value}", gen, now)
+    conds = [c for c in conds if c.type not in seen.dropped_parts]
+    for part in seen.parts:
+        conds = set_condition(conds, part.type, part.status, part.reason, part.message, gen, now)
+    conds = _loop_conditions(conds, seen.mode, gen, now)
+    if seen.progressing is not None:
+        conds = set_condition(conds, PROGRESSING, ConditionStatus.TRUE, *seen.progressing, gen, now)
+    else:
+        conds = set_condition(
+            conds, PROGRESSING, ConditionStatus.FALSE, "Settled", "every pool runs the current spec", gen, now
+        )
 
     pools = [p for p in (seen.speculative_pool, seen.baseline_pool) if p is not None]
     waiting = [p.name for p in pools if p.condition()[0] != ConditionStatus.TRUE]
-    if seen.problems:
+    conflict = "; ".join(
+        f"{c} exists and is not owned by this SpecServe: left alone (delete or rename it)" for c in seen.conflicts
+    )
+    if seen.conflicts:
+        ready = (ConditionStatus.FALSE, "Conflict", conflict)
+    elif seen.problems:
         ready = (ConditionStatus.FALSE, "ReconcileFailed", "; ".join(seen.problems))
     elif waiting:
         ready = (ConditionStatus.FALSE, "PoolsNotReady", "waiting for " + ", ".join(waiting))
@@ -176,26 +232,41 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
     else:
         ready = (ConditionStatus.TRUE, "Serving", f"serving {seen.mode.value} with {seen.strategy.value}")
     conds = set_condition(conds, READY, *ready, gen, now)
-    if seen.problems:
+    if seen.conflicts:
+        degraded = (ConditionStatus.TRUE, "Conflict", conflict)
+    elif seen.problems:
         degraded = (ConditionStatus.TRUE, "ReconcileFailed", "; ".join(seen.problems))
     else:
         degraded = (ConditionStatus.FALSE, "AsExpected", "the spec is valid and applied")
     conds = set_condition(conds, DEGRADED, *degraded, gen, now)
+    failed = seen.problems or seen.conflicts
     return previous.model_copy(
         update={
-            "observed_generation": gen if not seen.problems else previous.observed_generation,
+            "observed_generation": gen if not failed else previous.observed_generation,
             "conditions": conds,
             "active_mode": seen.mode,
             "weights": seen.weights,
+            "pools": [p.report() for p in seen.pools],
         }
     )
 
 
-def invalid_status(previous: SpecServeStatus, generation: int | None, message: str, now: str) -> SpecServeStatus:
-    """The status when the spec cannot be served: Degraded says why; everything else is left as it was,
-    including observedGeneration, which stays at the last generation that was applied."""
+def invalid_status(
+    previous: SpecServeStatus,
+    generation: int | None,
+    message: str,
+    now: str,
+    running: Mapping[str, PoolHealth] | None = None,
+) -> SpecServeStatus:
+    """The status when the spec cannot be served: Degraded says why; observedGeneration stays at the last
+    generation that was applied. `running` (pool condition type -> the pool left running, as observed) keeps the
+    pools reported: an invalid edit does not blind the status to the pods still serving."""
     conds = set_condition(previous.conditions, DEGRADED, ConditionStatus.TRUE, "InvalidSpec", message, generation, now)
-    return previous.model_copy(update={"conditions": conds})
+    if running is None:
+        return previous.model_copy(update={"conditions": conds})
+    for type_, pool in running.items():
+        conds = set_condition(conds, type_, *pool.condition(), generation, now)
+    return previous.model_copy(update={"conditions": conds, "pools": [p.report() for p in running.values()]})
 
 
 def status_body(status: SpecServeStatus) -> dict[str, Any]:
@@ -204,3 +275,17 @@ def status_body(status: SpecServeStatus) -> dict[str, Any]:
 
 def same_status(a: SpecServeStatus, b: SpecServeStatus) -> bool:
     return status_body(a) == status_body(b)
+
+
+def merge_patch(live: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch that turns `live` into `new`: changed keys, null for removed ones (lists are
+    replaced whole, as the merge patch replaces them)."""
+    if not isinstance(live, dict) or not isinstance(new, dict):
+        return new
+    patch: dict[str, Any] = {k: None for k in live if k not in new}
+    for key, value in new.items():
+        if key not in live:
+            patch[key] = value
+        elif live[key] != value:
+            patch[key] = merge_patch(live[key], value) if isinstance(value, dict) else value
+    return patch

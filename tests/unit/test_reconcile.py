@@ -1,48 +1,21 @@
-"""One reconcile against an in-memory API: what is applied, what is left alone, what is written to status."""
+"""Whole reconcile passes against an in-memory API that stores what a real server would: what is applied, held,
+pruned and written to status, pass after pass."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from specserve.api.install_policy import InstallPolicy
 from specserve.kube.client import KubeError
-from specserve.kube.kinds import SPECSERVE, Kind
-from specserve.reconcile import reconcile
+from specserve.kube.drift import APPLIED_HASH
+from specserve.reconcile import Outcome, StatusWrite, reconcile
+from specserve.reconcile.intent import TEMPLATE_HASH
+from specserve.render.engine import ADAPTIVE_CONFIG_KEY
+from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import MINIMAL, with_
 
 JSON = dict[str, Any]
-
-
-class FakeKube:
-    """Stores what is applied (as a real server would after SSA) and records every write."""
-
-    def __init__(self, fail_apply: bool = False) -> None:
-        self.objects: dict[tuple[str, str], JSON] = {}
-        self.writes: list[tuple[str, str]] = []
-        self.status: JSON | None = None
-        self.fail_apply = fail_apply
-
-    async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
-        return copy.deepcopy(self.objects.get((kind.kind, name)))
-
-    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
-        return [copy.deepcopy(o) for (k, _), o in self.objects.items() if k == kind.kind]
-
-    async def apply(self, manifest: JSON) -> JSON:
-        if self.fail_apply:
-            raise KubeError(403, "forbidden")
-        self.writes.append(("apply", f"{manifest['kind']}/{manifest['metadata']['name']}"))
-        self.objects[(manifest["kind"], manifest["metadata"]["name"])] = copy.deepcopy(manifest)
-        return manifest
-
-    async def delete(self, kind: Kind, namespace: str, name: str) -> None:
-        self.writes.append(("delete", f"{kind.kind}/{name}"))
-        del self.objects[(kind.kind, name)]
-
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
-        assert kind == SPECSERVE
-        self.writes.append(("status", name))
-        self.status = status_body
+POOLS = tuple(f"{k}/m-{p}" for k in ("Deployment", "Service", "PodDisruptionBudget") for p in ("spec", "base"))
 
 
 def body(spec: JSON, generation: int = 1, status: JSON | None = None) -> JSON:
@@ -55,115 +28,364 @@ def body(spec: JSON, generation: int = 1, status: JSON | None = None) -> JSON:
     }
 
 
+async def run(kube: FakeKube, spec: JSON, generation: int = 1, last: StatusWrite | None = None, **kw: Any) -> Outcome:
+    return await reconcile(kube, body(spec, generation, status=kube.status), last_write=last, **kw)
+
+
+def cond(kube: FakeKube, type_: str) -> JSON:
+    return next(c for c in kube.status["conditions"] if c["type"] == type_)
+
+
+async def serving(kube: FakeKube, spec: JSON = MINIMAL) -> None:
+    """Create the SpecServe and make every pool Ready."""
+    await run(kube, spec)
+    for (kind, name), _ in list(kube.objects.items()):
+        if kind == "Deployment":
+            kube.ready(name)
+        if kind == "HTTPRoute":
+            kube.accept_route(name)
+    await run(kube, spec)
+
+
 async def test_first_reconcile_applies_everything_then_nothing() -> None:
     kube = FakeKube()
-    first = await reconcile(kube, body(MINIMAL))
-    assert set(first.applied) == {
-        "Deployment/m-spec",
-        "Deployment/m-base",
-        "Service/m-spec",
-        "Service/m-base",
-        "HTTPRoute/m",
-    }
+    first = await run(kube, MINIMAL)
+    assert set(first.applied) == {*POOLS, "HTTPRoute/m"}
     assert first.status_written
     kube.writes.clear()
-    second = await reconcile(kube, body(MINIMAL, status=kube.status))
+    second = await run(kube, MINIMAL)
     assert second.applied == () and not second.status_written
     assert kube.writes == []
 
 
-async def test_apply_bodies_are_complete_objects_with_owner() -> None:
+async def test_after_an_operator_restart_the_steady_state_writes_nothing() -> None:
     kube = FakeKube()
-    await reconcile(kube, body(MINIMAL))
-    for manifest in kube.objects.values():
-        assert {"apiVersion", "kind", "metadata", "spec"} <= manifest.keys()
-        assert manifest["metadata"]["ownerReferences"][0]["uid"] == "u1"
-        assert "status" not in manifest  # never apply status: other controllers own it
-
-
-async def test_invalid_spec_changes_no_children() -> None:
-    kube = FakeKube()
-    await reconcile(kube, body(MINIMAL))
+    await serving(kube)
     kube.writes.clear()
-    outcome = await reconcile(
-        kube, body(with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2}), 2, status=kube.status)
-    )
+    for later in ("2030-01-01T00:00:00Z", "2031-01-01T00:00:00Z"):  # no memory of our last write, a later clock
+        await run(kube, MINIMAL, now=lambda t=later: t)
+    assert kube.writes == []
+
+
+async def test_apply_bodies_are_complete_objects_with_owner_and_hashes() -> None:
+    kube = FakeKube()
+    await run(kube, MINIMAL)
+    for (kind, _), stored in kube.objects.items():
+        assert stored["metadata"]["ownerReferences"][0]["uid"] == "u1"
+        assert APPLIED_HASH in stored["metadata"]["annotations"]
+        if kind == "Deployment":
+            assert TEMPLATE_HASH in stored["metadata"]["annotations"]
+            assert TEMPLATE_HASH not in stored["spec"]["template"]["metadata"]["annotations"]  # no extra roll
+
+
+async def test_a_removed_field_is_applied_away() -> None:
+    kube = FakeKube()
+    spec = with_({"placement.nodeSelector": {"pool": "gpu", "zone": "a"}, "placement.priorityClassName": "llm"})
+    await serving(kube, spec)
+    outcome = await run(kube, with_({"placement.nodeSelector": {"pool": "gpu"}}), 2)
+    assert "Deployment/m-base" in outcome.applied  # base carries no traffic: it rolls first
+    pod = kube.objects[("Deployment", "m-base")]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "gpu"} and "priorityClassName" not in pod
+
+
+async def test_removed_status_fields_are_sent_as_null() -> None:
+    kube = FakeKube()
+    restart = with_({"strategy": "Restart"})
+    await serving(kube, restart)
+    assert kube.status["weights"] == {"speculative": 100, "baseline": 0}
+    spec = {k: v for k, v in restart.items() if k != "routing"}
+    outcome = await run(kube, spec, 2)
+    assert "HTTPRoute/m" in outcome.pruned
+    assert kube.status_patches[-1]["weights"] is None
+    assert "weights" not in kube.status
+    assert cond(kube, "RouteReady")["reason"] == "NotRequested"
+
+
+async def test_the_status_patch_carries_only_what_changed() -> None:
+    kube = FakeKube()
+    await run(kube, MINIMAL)
+    kube.ready("m-spec")
+    await run(kube, MINIMAL)
+    assert set(kube.status_patches[-1]) <= {"conditions", "pools", "weights", "activeMode"}
+    assert "observedGeneration" not in kube.status_patches[-1]
+
+
+async def test_invalid_spec_changes_no_children_and_reports_the_running_pools() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    kube.objects[("Deployment", "m-base")]["status"]["readyReplicas"] = 0
+    kube.writes.clear()
+    bad = with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2})
+    outcome = await run(kube, bad, 2)
     assert outcome.invalid and "spec.placement.gpusPerPod" in outcome.invalid
     assert outcome.newly_invalid
     assert kube.writes == [("status", "m")]
-    again = await reconcile(
-        kube, body(with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2}), 2, status=kube.status)
-    )
+    assert cond(kube, "BaselinePoolReady")["status"] == "False"  # observed, though the spec is invalid
+    assert {p["name"]: p["ready"] for p in kube.status["pools"]} == {"m-spec": 1, "m-base": 0}
+    again = await run(kube, bad, 2)
     assert not again.newly_invalid  # one warning event per rejection, not one per resync
 
 
-async def test_strategy_change_prunes_only_owned_objects() -> None:
+async def test_a_strategy_change_makes_the_new_pool_before_it_breaks_the_old_ones() -> None:
     kube = FakeKube()
-    await reconcile(kube, body(MINIMAL))
-    foreign = {
-        "kind": "Deployment",
-        "metadata": {
-            "name": "someone-else",
-            "labels": {"specserve.io/instance": "m"},
-            "ownerReferences": [{"uid": "other"}],
-        },
-    }
-    kube.objects[("Deployment", "someone-else")] = foreign
-    outcome = await reconcile(kube, body(with_({"strategy": "Restart"}), 2, status=kube.status))
-    assert set(outcome.pruned) == {"Deployment/m-spec", "Deployment/m-base", "Service/m-spec", "Service/m-base"}
+    await serving(kube)
+    foreign = {"kind": "Deployment", "metadata": {"name": "someone-else", "labels": {"specserve.io/instance": "m"},
+                                                  "ownerReferences": [{"uid": "other"}]}}  # fmt: skip
+    kube.put(foreign)
+    restart = with_({"strategy": "Restart"})
+    first = await run(kube, restart, 2)
+    assert "Deployment/m-engine" in first.applied and first.pruned == ()
+    assert kube.route_weights() == {"m-engine": 0, "m-spec": 100, "m-base": 0}
+    assert (await run(kube, restart, 2)).pruned == ()  # still loading: the old pools stay
+    kube.ready("m-engine")
+    moved = await run(kube, restart, 2)
+    assert kube.route_weights() == {"m-engine": 100, "m-spec": 0}
+    assert set(moved.pruned) == {f"{k}/m-base" for k in ("Deployment", "Service", "PodDisruptionBudget")}
+    last = await run(kube, restart, 2)
+    assert set(last.pruned) == {f"{k}/m-spec" for k in ("Deployment", "Service", "PodDisruptionBudget")}
+    assert kube.route_weights() == {"m-engine": 100}
     assert ("Deployment", "someone-else") in kube.objects
+    assert cond(kube, "Progressing")["status"] == "True"  # the pruning pass itself
+    await run(kube, restart, 2)
+    assert cond(kube, "Progressing")["status"] == "False"
+
+
+async def test_nothing_is_pruned_in_a_pass_whose_apply_failed() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    restart = with_({"strategy": "Restart"})
+    await run(kube, restart, 2)
+    kube.ready("m-engine")
+    kube.fail[("apply", "HTTPRoute/m")] = KubeError(500, "etcd timeout")
+    outcome = await run(kube, restart, 2)
+    assert outcome.pruned == ()
+    assert cond(kube, "Degraded")["reason"] == "ReconcileFailed" and "etcd timeout" in cond(kube, "Degraded")["message"]
+
+
+async def test_a_422_is_reported_and_changes_nothing_after_it() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    kube.fail[("apply", "Service/m-spec")] = KubeError(422, 'Service "m-spec" is invalid: spec.ports[0].port')
+    outcome = await run(kube, with_({"engine.port": 31000}), 2)
+    assert "HTTPRoute/m" not in outcome.applied and outcome.pruned == ()
+    assert kube.route_weights()["m-spec"] == 100
+    assert cond(kube, "Degraded")["status"] == "True" and "spec.ports[0].port" in cond(kube, "Degraded")["message"]
+    assert kube.status["observedGeneration"] == 1
+
+
+async def test_an_engine_change_rolls_one_pool_at_a_time_and_the_route_follows_readiness() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    change = with_({"engine.memFractionStatic": 0.8})
+    trace: list[tuple[str, ...]] = []
+    for _ in range(12):
+        outcome = await run(kube, change, 2)
+        trace.append(outcome.held)
+        deployments = {n: kube.objects[("Deployment", n)] for n in ("m-spec", "m-base")}
+        loading = [n for n, d in deployments.items() if d["status"]["readyReplicas"] == 0]
+        assert len(loading) <= 1, f"both pools down: {trace}"
+        weights = kube.route_weights()
+        assert all(weights[n] == 0 for n in loading), (weights, loading)
+        for name in loading:  # the pods come up before the next pass
+            kube.ready(name)
+    args = [kube.objects[("Deployment", n)]["spec"]["template"]["spec"]["containers"][0]["args"] for n in
+            ("m-spec", "m-base")]  # fmt: skip
+    assert all(a[a.index("--mem-fraction-static") + 1] == "0.8" for a in args)
+    assert kube.route_weights() == {"m-spec": 100, "m-base": 0}
+    assert cond(kube, "Progressing")["status"] == "False"
+
+
+async def test_a_conflicting_object_is_left_alone_and_named() -> None:
+    kube = FakeKube()
+    theirs = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "m-spec", "namespace": "ns"},
+              "spec": {"ports": [{"port": 80}]}}  # fmt: skip
+    kube.put(theirs)
+    outcome = await run(kube, MINIMAL)
+    assert "Service/m-spec" not in outcome.applied and "Deployment/m-spec" in outcome.applied
+    assert kube.objects[("Service", "m-spec")] == theirs
+    degraded = cond(kube, "Degraded")
+    assert degraded["reason"] == "Conflict" and "Service/m-spec" in degraded["message"]
+    assert cond(kube, "Ready")["reason"] == "Conflict"
+    assert kube.route_weights() == {"m-spec": 0, "m-base": 100}  # never route to a Service that is not ours
+
+
+async def test_a_missing_podmonitor_api_sets_its_own_condition_only() -> None:
+    kube = FakeKube()
+    spec = with_({"monitoring.podMonitor": True})
+    kube.fail[("apply", "PodMonitor/m")] = KubeError(404, "the server could not find the requested resource")
+    await serving(kube, spec)
+    assert cond(kube, "PodMonitorReady")["reason"] == "NotInstalled"
+    assert cond(kube, "Ready")["status"] == "True" and cond(kube, "Degraded")["status"] == "False"
+    kube.writes.clear()
+    await run(kube, spec)
+    assert kube.writes == []  # not tried again every resync for the same generation
+
+
+async def test_a_read_error_keeps_the_pool_conditions() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    before = {c["type"]: c for c in kube.status["conditions"]}
+    kube.fail[("list", "Deployment")] = KubeError(0, "connection reset")
+    kube.writes.clear()
+    outcome = await run(kube, MINIMAL)
+    assert outcome.applied == () and outcome.pruned == ()
+    for type_ in ("Ready", "SpeculativePoolReady", "BaselinePoolReady"):
+        assert cond(kube, type_) == before[type_]
+    assert cond(kube, "Degraded")["reason"] == "ReadFailed"
+    assert kube.writes == [("status", "m")]
+
+
+async def test_a_single_replica_restart_pool_announces_downtime_before_acting() -> None:
+    kube = FakeKube()
+    restart = with_({"strategy": "Restart"})
+    await serving(kube, restart)
+    to_baseline = {"switching": {"mode": "Baseline", "modeSince": "2026-01-01T00:00:00Z"}}
+    kube.status = {**kube.status, **to_baseline}
+    announce = await run(kube, restart)
+    assert announce.held == ("m-engine",) and announce.applied == ()
+    assert [r for r, _ in announce.warnings] == ["DowntimeAhead"]
+    assert cond(kube, "Progressing")["reason"] == "DowntimeAhead"
+    act = await run(kube, restart)
+    assert act.applied == ("Deployment/m-engine",) and act.warnings == ()
+    assert kube.status["activeMode"] == "Speculative"  # still loading: the old mode is what served last
+    kube.ready("m-engine")
+    await run(kube, restart)
+    assert kube.status["activeMode"] == "Baseline"
+
+
+async def test_the_target_comes_from_status_switching() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    kube.status = {**kube.status, "switching": {"mode": "Baseline", "modeSince": "2026-01-01T00:00:00Z",
+                                                 "weights": {"speculative": 30, "baseline": 70}}}  # fmt: skip
+    await run(kube, MINIMAL)
+    assert kube.route_weights() == {"m-spec": 30, "m-base": 70}
+    assert kube.status["weights"] == {"speculative": 30, "baseline": 70}
+    assert kube.status["activeMode"] == "Baseline"
+
+
+async def test_switching_conditions_of_the_loop_are_kept() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    ours = {"type": "Switching", "status": "True", "reason": "Moving", "message": "m", "lastTransitionTime": "t"}
+    kube.status["conditions"] = [c for c in kube.status["conditions"] if c["type"] != "Switching"] + [ours]
+    await run(kube, MINIMAL)
+    assert cond(kube, "Switching") == ours
 
 
 async def test_api_failures_are_reported_not_raised() -> None:
-    kube = FakeKube(fail_apply=True)
-    outcome = await reconcile(kube, body(MINIMAL))
+    kube = FakeKube()
+    kube.fail[("apply", "Deployment")] = KubeError(403, "forbidden")
+    kube.fail[("apply", "Deployment/m-spec")] = KubeError(403, "forbidden")
+    outcome = await run(kube, MINIMAL)
     assert outcome.status_written
-    assert kube.status is not None
-    degraded = next(c for c in kube.status["conditions"] if c["type"] == "Degraded")
+    degraded = cond(kube, "Degraded")
     assert degraded["status"] == "True" and "forbidden" in degraded["message"]
 
 
 async def test_unreadable_status_is_rebuilt() -> None:
     kube = FakeKube()
-    outcome = await reconcile(kube, body(MINIMAL, status={"conditions": "garbage"}))
-    assert outcome.status_written and kube.status is not None
-    assert kube.status["activeMode"] == "Speculative"
+    kube.status = {"conditions": "garbage"}
+    outcome = await run(kube, MINIMAL)
+    assert outcome.status_written and kube.status["activeMode"] == "Speculative"
+    assert isinstance(kube.status["conditions"], list)
 
 
 async def test_without_decisions_the_mode_follows_initial_mode() -> None:
     kube = FakeKube()
-    await reconcile(kube, body(MINIMAL))
-    assert kube.status is not None and kube.status["activeMode"] == "Speculative"
-    await reconcile(kube, body(with_({"switching.initialMode": "Baseline"}), 2, status=kube.status))
+    await serving(kube)
+    assert kube.status["activeMode"] == "Speculative"
+    await run(kube, with_({"switching.initialMode": "Baseline"}), 2)
     assert kube.status["activeMode"] == "Baseline"
-    route = kube.objects[("HTTPRoute", "m")]
-    assert [b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]] == [0, 100]
-
-
-async def test_an_applied_decision_wins_over_initial_mode() -> None:
-    kube = FakeKube()
-    decision = {"time": "2026-01-01T00:00:00Z", "toMode": "Baseline", "reason": "load above crossover"}
-    await reconcile(kube, body(MINIMAL, status={"lastDecision": decision}))
-    assert kube.status is not None and kube.status["activeMode"] == "Baseline"
+    assert kube.route_weights() == {"m-spec": 0, "m-base": 100}
 
 
 async def test_a_stale_object_does_not_make_us_write_our_status_again() -> None:
     kube = FakeKube()
-    first = await reconcile(kube, body(MINIMAL))
-    assert first.write is not None
-    stale = body(with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2}), 2, status=kube.status)
-    rejected = await reconcile(kube, stale, last_write=first.write)
+    first = await run(kube, MINIMAL)
+    stale_status = dict(kube.status)
+    bad = with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2})
+    rejected = await reconcile(kube, body(bad, 2, status=stale_status), last_write=first.write)
     assert rejected.newly_invalid and rejected.write is not None
     kube.writes.clear()
     # The watch has not delivered our Degraded status yet: the object still carries the older one.
-    again = await reconcile(kube, stale, last_write=rejected.write, now=lambda: "2099-01-01T00:00:00Z")
+    again = await reconcile(
+        kube, body(bad, 2, status=stale_status), last_write=rejected.write, now=lambda: "2099-01-01T00:00:00Z"
+    )
     assert kube.writes == [] and not again.newly_invalid
 
 
 async def test_someone_elses_status_edit_is_repaired() -> None:
     kube = FakeKube()
-    first = await reconcile(kube, body(MINIMAL))
-    assert kube.status is not None
-    tampered = {**kube.status, "activeMode": "Baseline"}
-    again = await reconcile(kube, body(MINIMAL, status=tampered), last_write=first.write)
+    first = await run(kube, MINIMAL)
+    kube.status = {**kube.status, "activeMode": "Baseline"}
+    again = await run(kube, MINIMAL, last=first.write)
     assert again.status_written and kube.status["activeMode"] == "Speculative"
+
+
+async def test_an_autoscaler_owns_the_replicas_and_is_never_fought() -> None:
+    kube = FakeKube()
+    spec = with_({"strategy": "Restart", "pools.speculative.autoscaling": "External"})
+    await serving(kube, spec)
+    deployment = kube.objects[("Deployment", "m-engine")]
+    assert "replicas" not in deployment["spec"]  # applied without: the autoscaler's field
+    deployment["spec"]["replicas"] = 3  # the HPA scaled it
+    kube.ready("m-engine", ready=2)
+    kube.writes.clear()
+    await run(kube, spec)
+    assert [w for w in kube.writes if w[0] == "apply"] == []
+    assert kube.objects[("Deployment", "m-engine")]["spec"]["replicas"] == 3
+    assert kube.status["pools"] == [{"role": "engine", "name": "m-engine", "desired": 3, "ready": 2, "updated": 3}]
+
+
+async def test_a_surge_pool_restarts_without_announcing_downtime() -> None:
+    kube = FakeKube()
+    spec = with_({"strategy": "Restart", "pools.speculative.maxSurge": 1})
+    await serving(kube, spec)
+    kube.status = {**kube.status, "switching": {"mode": "Baseline", "modeSince": "2026-01-01T00:00:00Z"}}
+    outcome = await run(kube, spec)
+    assert outcome.applied == ("Deployment/m-engine",) and outcome.warnings == ()
+
+
+HOST_PATH = with_({"model.cache": {"hostPath": "/mnt/models/llama"}})
+
+
+async def test_a_host_path_the_installation_does_not_allow_is_refused_and_nothing_applied() -> None:
+    kube = FakeKube()
+    outcome = await run(kube, HOST_PATH)
+    assert outcome.invalid is not None and "spec.model.cache.hostPath" in outcome.invalid
+    assert "--allow-host-path" in outcome.invalid
+    assert outcome.applied == () and kube.objects == {}
+    assert cond(kube, "Degraded")["reason"] == "InvalidSpec"
+
+
+async def test_an_allowed_host_path_is_served_read_only() -> None:
+    kube = FakeKube()
+    outcome = await run(kube, HOST_PATH, install=InstallPolicy(("/mnt/models",)))
+    assert outcome.invalid is None and "Deployment/m-spec" in outcome.applied
+    pod = kube.objects["Deployment", "m-spec"]["spec"]["template"]["spec"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "model-cache")
+    assert mount.get("readOnly") is True
+
+
+ADAPTIVE = with_({"strategy": "Adaptive", "switching": {"crossoverConcurrency": 16}})
+
+
+def _adaptive_config(kube: FakeKube) -> str:
+    data: str = kube.objects["ConfigMap", "m-adaptive"]["data"][ADAPTIVE_CONFIG_KEY]
+    return data
+
+
+async def test_adaptive_config_follows_the_crossover_the_switching_loop_decided() -> None:
+    kube = FakeKube()
+    await serving(kube, ADAPTIVE)
+    assert '"16"' in _adaptive_config(kube)
+    # The loop decided on crossover 40 (re-measured curves moved it past the band): the config follows it.
+    kube.status = {**kube.status, "switching": {"mode": "Speculative", "modeSince": "2026-01-01T00:00:00Z",
+                                                 "adaptiveCrossover": 40.0}}  # fmt: skip
+    await run(kube, ADAPTIVE)
+    assert '"40"' in _adaptive_config(kube) and '"16"' not in _adaptive_config(kube)
+    # A spec crossover inside the band that the loop did not act on changes nothing.
+    kube.writes.clear()
+    await run(kube, with_({"switching.crossoverConcurrency": 42}, ADAPTIVE))
+    assert '"40"' in _adaptive_config(kube)

@@ -7,11 +7,14 @@ from specserve.status import (
     DEGRADED,
     READY,
     Observation,
+    Part,
     PoolHealth,
     RouteHealth,
     invalid_status,
+    merge_patch,
     observed_status,
     set_condition,
+    status_body,
 )
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
@@ -59,6 +62,7 @@ def test_all_ready_rolls_up_to_ready() -> None:
         "RouteReady",
         "MetricsAvailable",
         "Switching",
+        "Progressing",
         "Degraded",
     ]
     assert all(c.observed_generation == 3 for c in status.conditions)
@@ -122,3 +126,76 @@ def test_route_health_reads_gateway_status() -> None:
     rejected = {"status": {"parents": [{"conditions": [{"type": "Accepted", "status": "False", "message": "no"}]}]}}
     assert RouteHealth.observe(True, rejected).condition() == (ConditionStatus.FALSE, "NotAccepted", "no")
     assert RouteHealth.observe(False, None).condition()[1] == "NotRequested"
+
+
+def test_the_merge_patch_nulls_what_went_away_and_sends_only_changes() -> None:
+    live = {"weights": {"speculative": 100, "baseline": 0}, "activeMode": "Baseline", "observedGeneration": 3,
+            "conditions": [{"type": "Ready"}], "load": {"concurrency": 4.0, "queued": 1.0}}  # fmt: skip
+    new = {"activeMode": "Baseline", "observedGeneration": 4, "conditions": [{"type": "Ready"}, {"type": "X"}],
+           "load": {"concurrency": 4.0}}  # fmt: skip
+    assert merge_patch(live, new) == {
+        "weights": None,
+        "observedGeneration": 4,
+        "conditions": [{"type": "Ready"}, {"type": "X"}],  # lists are replaced whole
+        "load": {"queued": None},
+    }
+    assert merge_patch(new, new) == {}
+
+
+def test_a_status_without_weights_patches_them_away() -> None:
+    before = observed_status(SpecServeStatus(), seen(), T0)
+    after = observed_status(before, seen(weights=None, route=RouteHealth(False, None)), T1)
+    assert merge_patch(status_body(before), status_body(after))["weights"] is None
+
+
+def test_conditions_of_the_switching_loop_are_kept_and_defaulted_only_when_absent() -> None:
+    first = observed_status(SpecServeStatus(), seen(), T0)
+    assert cond(first, "MetricsAvailable") == ("Unknown", "NotEvaluated")
+    loop = set_condition(first.conditions, "Switching", ConditionStatus.TRUE, "Moving", "to baseline", 3, T1)
+    again = observed_status(first.model_copy(update={"conditions": loop}), seen(), T1)
+    assert cond(again, "Switching") == ("True", "Moving")
+
+
+def test_progressing_says_which_step_runs() -> None:
+    rolling = observed_status(SpecServeStatus(), seen(progressing=("RollingPool", "rolling m-base")), T0)
+    assert cond(rolling, "Progressing") == ("True", "RollingPool")
+    assert cond(observed_status(rolling, seen(), T1), "Progressing") == ("False", "Settled")
+
+
+def test_a_conflict_names_the_object_and_unreadies() -> None:
+    status = observed_status(SpecServeStatus(), seen(conflicts=("Service/m-spec",)), T0)
+    assert cond(status, READY) == ("False", "Conflict") and cond(status, DEGRADED) == ("True", "Conflict")
+    assert "Service/m-spec" in next(c.message for c in status.conditions if c.type == DEGRADED)
+    assert status.observed_generation is None
+
+
+def test_an_optional_part_has_its_own_condition_and_never_unreadies() -> None:
+    part = Part("PodMonitorReady", ConditionStatus.FALSE, "NotInstalled", "no Prometheus Operator")
+    status = observed_status(SpecServeStatus(), seen(parts=(part,)), T0)
+    assert cond(status, "PodMonitorReady") == ("False", "NotInstalled")
+    assert cond(status, READY) == ("True", "Serving")
+    dropped = observed_status(status, seen(dropped_parts=("PodMonitorReady",)), T1)
+    assert not [c for c in dropped.conditions if c.type == "PodMonitorReady"]
+
+
+def test_a_read_error_keeps_every_condition_but_degraded() -> None:
+    good = observed_status(SpecServeStatus(), seen(), T0)
+    blind = observed_status(good, seen(speculative_pool=None, read_errors=("listing deployments: timeout",)), T1)
+    assert [c for c in blind.conditions if c.type != DEGRADED] == [c for c in good.conditions if c.type != DEGRADED]
+    assert cond(blind, DEGRADED) == ("True", "ReadFailed")
+    assert blind.pools == good.pools and blind.weights == good.weights
+
+
+def test_pools_are_reported_as_observed() -> None:
+    status = observed_status(SpecServeStatus(), seen(pools=(PoolHealth("m-spec", 2, 1, 2, True, "speculative"),)), T0)
+    assert [p.model_dump() for p in status.pools] == [
+        {"role": "speculative", "name": "m-spec", "desired": 2, "ready": 1, "updated": 2}
+    ]
+
+
+def test_an_invalid_spec_still_reports_the_running_pools() -> None:
+    good = observed_status(SpecServeStatus(), seen(), T0)
+    running = {"BaselinePoolReady": PoolHealth("m-base", 1, 0, 1, True, "baseline")}
+    bad = invalid_status(good, 4, "spec.x: broken", T1, running)
+    assert cond(bad, "BaselinePoolReady") == ("False", "PodsNotReady")
+    assert [p.name for p in bad.pools] == ["m-base"]

@@ -1,29 +1,92 @@
-"""Does a live object already hold everything we would apply? (pure)
+"""Has our intent for an object changed, or has someone changed our fields on the live object? (pure)
 
-Level-based reconcile applies only when this says no, so a steady state makes no API writes. Fields the
-API server or other controllers add (defaults, status, managedFields) are ignored: only what we set counts.
+Two checks, because each alone is wrong against a real API server:
+
+- the applied hash: every object we apply carries `specserve.io/applied-hash`, a hash of the whole intent.
+  A different hash means the intent changed, so the full intent is sent again and server-side apply removes
+  what the `specserve` field manager stopped applying (a removed nodeSelector entry, limit, toleration...).
+  A subset check alone never sees a removal.
+- foreign drift: the live object must still hold every field we set. The server drops `omitempty` zero
+  values (false, "", 0, [], {}), adds defaults and canonicalises quantities, so those are no drift.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+APPLIED_HASH = "specserve.io/applied-hash"
+
+
+def intent_hash(manifest: Mapping[str, Any]) -> str:
+    """Hash of what we apply, without the hash annotation itself (it cannot contain its own hash)."""
+    meta = dict(manifest.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != APPLIED_HASH}
+    meta["annotations"] = annotations
+    payload = {**manifest, "metadata": meta}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def with_applied_hash(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest to send: the same intent, annotated with its hash."""
+    meta = dict(manifest["metadata"])
+    meta["annotations"] = {**(meta.get("annotations") or {}), APPLIED_HASH: intent_hash(manifest)}
+    return {**manifest, "metadata": meta}
+
+
+def applied_hash(live: Mapping[str, Any] | None) -> str | None:
+    if live is None:
+        return None
+    value = ((live.get("metadata") or {}).get("annotations") or {}).get(APPLIED_HASH)
+    return str(value) if value is not None else None
+
+
+def needs_apply(live: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> bool:
+    """True when the object is missing, our intent changed since it was applied, or our fields drifted."""
+    if live is None:
+        return True
+    if applied_hash(live) != intent_hash(manifest):
+        return True
+    # Items of a LIST carry no apiVersion/kind on a real server: the identity is not a field to compare.
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    return not contains(live, fields)
+
+
+def _absent_equivalent(value: Any) -> bool:
+    """Values a real API server does not store (Go `omitempty`): sending them or not is the same intent."""
+    if value is None or value is False or value == "":
+        return True
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value == 0
+    if isinstance(value, dict):
+        return all(_absent_equivalent(v) for v in value.values())
+    return isinstance(value, list) and not value
+
 
 def contains(live: Any, desired: Any) -> bool:
+    """Does `live` hold every field of `desired`, modulo what the server normalises?"""
     if isinstance(desired, dict):
-        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
+        if not isinstance(live, dict):
+            return live is None and _absent_equivalent(desired)
+        return all(contains(live[k], v) if k in live else _absent_equivalent(v) for k, v in desired.items())
     if isinstance(desired, list):
+        if live is None:
+            return not desired
         if not isinstance(live, list) or len(live) != len(desired):
             return False
         return all(contains(a, b) for a, b in zip(live, desired, strict=True))
     if isinstance(desired, bool) or isinstance(live, bool):
-        return live is desired
+        return live is desired or (live is None and desired is False)
     if isinstance(desired, int | float) and isinstance(live, int | float):
         return float(live) == float(desired)
     if isinstance(desired, str) and isinstance(live, str) and live != desired:
         return _same_quantity(live, desired)
+    if live is None:
+        return _absent_equivalent(desired)
     return bool(live == desired)
 
 

@@ -1,0 +1,9 @@
+"""The level-based reconcile of a SpecServe: `reconcile()` realises the switching target safely and reports what
+is live. core.py runs one pass; rollout.py (pure) plans each step; apply.py does the I/O; target.py says what to
+aim at; intent.py folds the planner's decisions into the rendered manifests."""
+
+from specserve.reconcile.apply import Kube
+from specserve.reconcile.core import Outcome, StatusWrite, current_status, previous_status, reconcile
+from specserve.reconcile.target import Target, target
+
+__all__ = ["Kube", "Outcome", "StatusWrite", "Target", "current_status", "previous_status", "reconcile", "target"]

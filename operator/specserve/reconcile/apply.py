@@ -1,0 +1,131 @@
+"""The reconcile's I/O (thin): read what this SpecServe owns, apply what changed, prune what went away.
+
+Nothing here decides what is safe; the planner (rollout.py) does. Failures are collected, never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from specserve.kube.client import KubeError
+from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
+from specserve.kube.kinds import OWNED_KINDS, PODMONITOR, Kind, kind_of
+from specserve.reconcile.intent import ref
+from specserve.render.manifests import LABEL_INSTANCE
+
+log = logging.getLogger(__name__)
+JSON = dict[str, Any]
+# Kinds whose API may be absent (a 404 on apply means "not installed", and only their own condition says so).
+OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
+
+
+class Kube(Protocol):
+    async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None: ...
+    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
+    async def apply(self, manifest: JSON) -> JSON: ...
+    async def delete(self, kind: Kind, namespace: str, name: str) -> None: ...
+    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None: ...
+
+
+@dataclass
+class Snapshot:
+    """What is live: owned objects by "Kind/name", objects of our names owned by someone else, read errors."""
+
+    owned: dict[str, JSON] = field(default_factory=dict)
+    conflicts: list[str] = field(default_factory=list)
+    read_errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Applied:
+    live: dict[str, JSON] = field(default_factory=dict)  # the objects as the server returned them
+    applied: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # failed applies of required objects
+    optional: dict[str, str] = field(default_factory=dict)  # ref -> problem, for optional kinds
+    not_installed: set[str] = field(default_factory=set)  # refs of optional kinds whose API is absent
+
+
+def owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return uid is not None and any(r.get("uid") == uid for r in refs)
+
+
+async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, desired: Iterable[JSON]) -> Snapshot:
+    """List each owned kind by our instance label; fetch by name only what the lists did not show (an object of
+    our name without our label may still be ours, or someone else's)."""
+    snap = Snapshot()
+    for kind in OWNED_KINDS:
+        try:
+            items = await kube.list(kind, namespace, {LABEL_INSTANCE: instance})
+        except KubeError as exc:
+            if exc.status != 404:
+                snap.read_errors.append(f"listing {kind.plural}: {exc}")
+            continue
+        for item in items:
+            if owned_by(item, uid):
+                snap.owned[f"{kind.kind}/{item['metadata']['name']}"] = item
+    for manifest in desired:
+        key = ref(manifest)
+        if key in snap.owned:
+            continue
+        try:
+            live = await kube.get(kind_of(manifest), namespace, manifest["metadata"]["name"])
+        except KubeError as exc:
+            if not (exc.status == 404 and manifest["kind"] in OPTIONAL_KINDS):
+                snap.read_errors.append(f"reading {key}: {exc}")
+            continue
+        if live is None:
+            continue
+        if owned_by(live, uid):
+            snap.owned[key] = live
+        else:
+            snap.conflicts.append(key)
+    return snap
+
+
+async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[str, JSON]) -> Applied:
+    """Apply (server-side, the whole intent) each manifest whose intent changed or whose fields drifted.
+
+    The first failed required apply stops the pass: what follows it in apply order (config, pools, Services, the
+    route) may depend on it, and a half-applied change is not carried further."""
+    out = Applied()
+    for manifest in manifests:
+        key = ref(manifest)
+        live = owned.get(key)
+        if not needs_apply(live, manifest):
+            if live is not None:
+                out.live[key] = dict(live)
+            continue
+        changed = live is None or applied_hash(live) != intent_hash(manifest)
+        log.debug("applying %s: %s", key, "missing" if live is None else "intent changed" if changed else "drift")
+        try:
+            out.live[key] = await kube.apply(with_applied_hash(manifest))
+            out.applied.append(key)
+        except KubeError as exc:
+            if manifest["kind"] in OPTIONAL_KINDS:
+                out.optional[key] = str(exc)
+                if exc.status == 404:
+                    out.not_installed.add(key)
+                continue
+            out.failures.append(f"{key}: {exc}")
+            if live is not None:
+                out.live[key] = dict(live)
+            break
+    return out
+
+
+async def prune(kube: Kube, namespace: str, refs: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Delete the given owned objects; returns (pruned, failures)."""
+    by_kind = {k.kind: k for k in OWNED_KINDS}
+    pruned, failures = [], []
+    for key in refs:
+        kind_name, _, name = key.partition("/")
+        try:
+            await kube.delete(by_kind[kind_name], namespace, name)
+            pruned.append(key)
+        except KubeError as exc:
+            failures.append(f"pruning {key}: {exc}")
+    return pruned, failures

@@ -1,0 +1,271 @@
+"""The rollout planner (pure): from what is live and what is wanted, the next safe step.
+
+Level-based: every reconcile observes the live Deployments and the live HTTPRoute and takes one step; the
+next reconcile continues from what it then observes, so an operator restart mid-rollout resumes correctly.
+The rules, in the order they protect serving capacity:
+
+- make before break: a pool that is no longer rendered (strategy change, pool removed or renamed) keeps its
+  traffic until a new pool is Ready; traffic moves first, the old pool is pruned on a later pass;
+- weights follow readiness: no weight on a pool without a Ready replica, on a pool mid-roll, or on a pool
+  being drained, while another pool can take it;
+- one pool at a time: a Ready pool whose pod template changes first loses its traffic to another Ready pool,
+  then rolls; the next pool waits until it is Ready again. A pool that serves nothing rolls at once;
+- a single-replica pool without surge and without another Ready pool cannot roll without downtime: the
+  planner announces it first and acts on the next pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+DOWNTIME_REASON = "DowntimeAhead"
+
+
+@dataclass(frozen=True)
+class DesiredPool:
+    name: str
+    replicas: int | None  # None: an autoscaler owns the count (read it from the live Deployment)
+    template_hash: str
+    max_surge: int = 0
+
+    @property
+    def announcement(self) -> str:
+        """The key the downtime warning carries, so the next pass knows it was announced."""
+        return f"{self.name}@{self.template_hash}"
+
+
+@dataclass(frozen=True)
+class LivePool:
+    """A Deployment this SpecServe owns, as the API server reports it."""
+
+    name: str
+    template_current: bool  # its pod template is the desired one (False for pools no longer rendered)
+    generation: int | None
+    observed_generation: int | None
+    spec_replicas: int | None
+    replicas: int  # pods of every ReplicaSet
+    ready: int
+    updated: int  # pods of the current template
+
+    @property
+    def serving(self) -> bool:
+        return self.ready > 0
+
+    @property
+    def mid_roll(self) -> bool:
+        """The Deployment controller has not caught up, or pods of an older template still run."""
+        unseen = self.generation is not None and (self.observed_generation or 0) < self.generation
+        return unseen or self.replicas > self.updated
+
+    def want(self, desired: DesiredPool | None) -> int:
+        if desired is not None and desired.replicas is not None:
+            return desired.replicas
+        return self.spec_replicas if self.spec_replicas is not None else 1
+
+    def settled(self, desired: DesiredPool | None) -> bool:
+        want = self.want(desired)
+        return not self.mid_roll and self.updated >= want and self.ready >= want
+
+
+@dataclass(frozen=True)
+class World:
+    desired: tuple[DesiredPool, ...]
+    live: Mapping[str, LivePool]  # owned Deployments: the desired ones that exist and the stale ones
+    route: bool  # an HTTPRoute is rendered
+    live_route: Mapping[str, int] | None  # backend -> weight on the live HTTPRoute; None: no live route
+    target_weights: Mapping[str, int]  # desired pool -> weight the switching target asks for
+    announced: frozenset[str] = frozenset()  # downtime announcements already made (DesiredPool.announcement)
+    excluded: frozenset[str] = frozenset()  # pools that must get no traffic (e.g. their Service is someone else's)
+
+
+@dataclass(frozen=True)
+class Step:
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    held: frozenset[str] = frozenset()  # desired Deployments not to apply this pass
+    route_weights: tuple[tuple[str, int], ...] = ()  # the backends to apply, in order
+    prune_pools: tuple[str, ...] = ()  # stale pools to delete (with their Services and budgets)
+    steps: tuple[Step, ...] = ()  # what runs, for the Progressing condition
+    downtime: str | None = None  # to announce as a Warning event before acting
+    settled: bool = False  # nothing pending: the generation is fully rolled out
+
+    @property
+    def route_map(self) -> dict[str, int]:
+        return dict(self.route_weights)
+
+
+@dataclass
+class _Draft:
+    held: set[str] = field(default_factory=set)
+    draining: set[str] = field(default_factory=set)
+    steps: list[Step] = field(default_factory=list)
+    downtime: str | None = None
+
+    def step(self, reason: str, message: str) -> None:
+        self.steps.append(Step(reason, message))
+
+
+def plan(world: World) -> Plan:
+    desired = {p.name: p for p in world.desired}
+    old = sorted(n for n in world.live if n not in desired)
+    draft = _Draft()
+    _plan_rolls(world, desired, draft)
+    for p in world.desired:
+        live = world.live.get(p.name)
+        # One wording for "created now" and "loading": the status describes the state after this pass.
+        if live is None:
+            want = p.replicas if p.replicas is not None else 1
+            draft.step("WaitingForPool", f"waiting for {p.name} to be Ready (0/{want})")
+        elif live.template_current and not live.settled(p):
+            draft.step("WaitingForPool", f"waiting for {p.name} to be Ready ({live.ready}/{live.want(p)})")
+
+    ready_side = _new_side_ready(world)
+    prune = _prunable(world, old, ready_side)
+    keep_old = [n for n in old if n not in prune]
+    route = _route_weights(world, keep_old, draft.draining, ready_side) if world.route else ()
+    for name in old:
+        if name in prune:
+            draft.step("PruningPool", f"pruning {name}: its traffic has moved")
+        else:
+            draft.step("ReplacingPool", f"{name} keeps serving until a new pool is Ready and has its traffic")
+    changes_pending = any(
+        world.live.get(p.name) is None or not world.live[p.name].template_current for p in world.desired
+    )
+    settled = not draft.steps and not changes_pending and not old
+    return Plan(
+        held=frozenset(draft.held),
+        route_weights=route,
+        prune_pools=tuple(prune),
+        steps=tuple(draft.steps),
+        downtime=draft.downtime,
+        settled=settled,
+    )
+
+
+def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft) -> None:
+    """Which changed pod templates may roll now; the others are held."""
+    changed = [p for p in world.desired if p.name in world.live and not world.live[p.name].template_current]
+    # A pool that serves nothing rolls at once: there is no capacity to protect.
+    candidates = [p for p in changed if world.live[p.name].serving]
+    for p in changed:
+        if p not in candidates:
+            draft.step("RollingPool", f"rolling {p.name} (it serves no traffic)")
+    live_route = world.live_route or {}
+    # Roll first the pools that carry least traffic now, then those the target gives least.
+    candidates.sort(key=lambda p: (live_route.get(p.name, 0), world.target_weights.get(p.name, 0)))
+    for index, pool in enumerate(candidates):
+        if index > 0:
+            draft.held.add(pool.name)
+            draft.step("WaitingForTurn", f"{pool.name} rolls after {candidates[0].name}")
+            continue
+        busy = [n for n, q in desired.items() if n != pool.name and _busy(world.live.get(n), q)]
+        if busy:
+            draft.held.add(pool.name)
+            draft.step("WaitingForPool", f"{pool.name} rolls once {', '.join(busy)} is Ready")
+            continue
+        _roll_one(world, desired, pool, draft)
+
+
+def _busy(live: LivePool | None, pool: DesiredPool) -> bool:
+    """Rolling or loading now (or rolled at once this pass): another pool must not roll meanwhile."""
+    if live is None or live.want(pool) == 0:
+        return False
+    if not live.template_current:
+        return not live.serving  # rolls at once this pass
+    return not live.settled(pool)
+
+
+def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPool, draft: _Draft) -> None:
+    # Pools that can carry this one's traffic while it rolls: Ready, and not rolling themselves.
+    others = [n for n, live in world.live.items() if n != pool.name and live.serving and live.settled(desired.get(n))]
+    live = world.live[pool.name]
+    if others:
+        draft.draining.add(pool.name)
+        if world.route and (world.live_route or {}).get(pool.name, 0) > 0:
+            draft.held.add(pool.name)
+            draft.step("DrainingPool", f"moving traffic off {pool.name} to {', '.join(others)} before it rolls")
+        else:
+            draft.step("RollingPool", f"rolling {pool.name} while {', '.join(others)} serves")
+        return
+    if live.want(pool) >= 2 or pool.max_surge > 0:
+        draft.step("RollingPool", f"rolling {pool.name} one pod at a time (no other pool to take its traffic)")
+        return
+    if pool.announcement in world.announced:
+        draft.step("RollingPool", f"restarting {pool.name}: the model is off the air until it has reloaded")
+        return
+    draft.held.add(pool.name)
+    draft.downtime = (
+        f"{pool.name} has 1 replica, no maxSurge and no other Ready pool: applying the change restarts its only "
+        f"pod and the model is off the air until it has reloaded; acting on the next reconcile "
+        f"[{pool.announcement}]"
+    )
+    draft.step(DOWNTIME_REASON, draft.downtime)
+
+
+def _new_side_ready(world: World) -> bool:
+    """Can the rendered pools take the traffic of the pools being replaced?"""
+    wanted = [p for p in world.desired if (world.live.get(p.name) is None or world.live[p.name].want(p) > 0)]
+    if not wanted:
+        return True  # everything is scaled to zero by spec: nothing to wait for
+    return any(
+        (live := world.live.get(p.name)) is not None and live.template_current and live.settled(p) and live.serving
+        for p in wanted
+    )
+
+
+def _prunable(world: World, old: list[str], ready_side: bool) -> list[str]:
+    live_route = world.live_route or {}
+    out = []
+    for name in old:
+        carries = world.route and live_route.get(name, 0) > 0
+        if (ready_side and not carries) or (not world.live[name].serving and not carries):
+            out.append(name)
+    return out
+
+
+def _route_weights(world: World, old: list[str], draining: set[str], ready_side: bool) -> tuple[tuple[str, int], ...]:
+    live_route = world.live_route or {}
+    target = {p.name: world.target_weights.get(p.name, 0) for p in world.desired}
+    total = sum(target.values()) or 100
+    backends = [p.name for p in world.desired] + [n for n in old if n in live_route or world.live[n].serving]
+    old_serving = [n for n in old if world.live[n].serving]
+
+    def live_(name: str) -> LivePool | None:
+        return world.live.get(name)
+
+    serving = [n for n in target if (lp := live_(n)) is not None and lp.serving and n not in world.excluded]
+    eligible = [n for n in serving if not world.live[n].mid_roll and n not in draining]
+    if old_serving and not ready_side:
+        chosen = _spread(total, {n: live_route.get(n, 0) for n in old_serving})
+    elif eligible:
+        chosen = _spread(total, {n: target[n] for n in eligible})
+    elif serving:
+        chosen = _spread(total, {n: target[n] for n in serving})
+    else:  # nothing serves: aim at the target, whichever pool comes up first
+        chosen = _spread(total, {n: w for n, w in target.items() if n not in world.excluded})
+    return tuple((n, chosen.get(n, 0)) for n in backends)
+
+
+def _spread(total: int, base: Mapping[str, int]) -> dict[str, int]:
+    """Distribute `total` over the pools of `base` in proportion to their weights (equally when all are 0)."""
+    if not base:
+        return {}
+    share = {n: float(w) for n, w in base.items()} if sum(base.values()) > 0 else {n: 1.0 for n in base}
+    scale = total / sum(share.values())
+    out = {n: int(w * scale) for n, w in share.items()}
+    remainder = total - sum(out.values())
+    for n in sorted(share, key=lambda k: -share[k])[:remainder]:
+        out[n] += 1
+    return out
+
+
+def announced_in(reason: str | None, message: str | None) -> frozenset[str]:
+    """The announcement a previous Progressing condition made (its key is in brackets at the end)."""
+    if reason != DOWNTIME_REASON or not message or not message.endswith("]") or "[" not in message:
+        return frozenset()
+    return frozenset({message.rsplit("[", 1)[1][:-1]})

@@ -1,0 +1,108 @@
+"""An in-memory Kube for reconcile unit tests: stores what a real API server would (server_objects), bumps
+generation on spec changes, and lets the test play the Deployment controller (pods Ready only when it says)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from specserve.kube.client import KubeError
+from specserve.kube.kinds import SPECSERVE, Kind
+from tests.unit import server_objects
+
+JSON = dict[str, Any]
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], JSON] = {}
+        self.writes: list[tuple[str, str]] = []
+        self.status: JSON = {}
+        self.status_patches: list[JSON] = []
+        self.fail: dict[tuple[str, str], KubeError] = {}  # (verb, "Kind/name" or "Kind") -> error
+
+    def _check(self, verb: str, kind: str, name: str = "") -> None:
+        for key in ((verb, f"{kind}/{name}"), (verb, kind)):
+            if key in self.fail:
+                raise self.fail[key]
+
+    async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
+        self._check("get", kind.kind, name)
+        return copy.deepcopy(self.objects.get((kind.kind, name)))
+
+    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
+        self._check("list", kind.kind)
+        # Items of a LIST carry no apiVersion/kind, as on a real server.
+        return [
+            {k: v for k, v in copy.deepcopy(o).items() if k not in ("apiVersion", "kind")}
+            for (k, _), o in self.objects.items()
+            if k == kind.kind and labels.items() <= (o["metadata"].get("labels") or {}).items()
+        ]
+
+    async def apply(self, manifest: JSON) -> JSON:
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        self._check("apply", kind, name)
+        self.writes.append(("apply", f"{kind}/{name}"))
+        old = self.objects.get((kind, name))
+        new = server_objects.stored(manifest)
+        if kind == "Deployment":
+            generation = (old or {}).get("metadata", {}).get("generation", 0)
+            changed = old is None or old["spec"] != new["spec"]
+            new["metadata"]["generation"] = generation + 1 if changed else generation
+            status = copy.deepcopy((old or {}).get("status") or {})
+            replicas = new["spec"].get("replicas", 1)
+            if old is None or old["spec"]["template"] != new["spec"]["template"]:
+                status = {"replicas": replicas, "updatedReplicas": replicas, "readyReplicas": 0}  # pods restart
+            status["observedGeneration"] = new["metadata"]["generation"]
+            new["status"] = status
+        self.objects[(kind, name)] = new
+        return copy.deepcopy(new)
+
+    async def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        self._check("delete", kind.kind, name)
+        self.writes.append(("delete", f"{kind.kind}/{name}"))
+        self.objects.pop((kind.kind, name), None)
+
+    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
+        assert kind == SPECSERVE
+        self.writes.append(("status", name))
+        self.status_patches.append(copy.deepcopy(status_body))
+        self.status = _merge(self.status, status_body)
+
+    # ---------------------------------------------------------------------------- the test's controller
+
+    def ready(self, name: str, ready: int | None = None) -> None:
+        """The Deployment controller's word: `ready` pods (default all) of the current template are Ready."""
+        deployment = self.objects[("Deployment", name)]
+        replicas = deployment["spec"].get("replicas", 1)
+        deployment["status"] = {
+            "observedGeneration": deployment["metadata"]["generation"],
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": replicas if ready is None else ready,
+        }
+
+    def accept_route(self, name: str = "m") -> None:
+        """A Gateway controller's word: the HTTPRoute is accepted."""
+        accepted = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}
+        self.objects[("HTTPRoute", name)]["status"] = {"parents": [{"conditions": [accepted]}]}
+
+    def route_weights(self, name: str = "m") -> dict[str, int]:
+        route = self.objects[("HTTPRoute", name)]
+        return {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
+
+    def put(self, obj: JSON) -> None:
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = copy.deepcopy(obj)
