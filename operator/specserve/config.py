@@ -7,8 +7,24 @@ from dataclasses import dataclass, field
 
 import kopf
 
+from specserve.api.install_policy import InstallPolicy
+
 ANNOTATIONS_PREFIX = "specserve.io"
+# Older versions put this finalizer on every SpecServe (kopf adds one for timers). The operator no longer needs
+# one (children go by ownerReference GC); the name stays so that kopf removes it from existing objects.
 FINALIZER = "specserve.io/finalizer"
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """A coordination.k8s.io/v1 Lease that one replica holds while it acts (client-go's defaults)."""
+
+    namespace: str
+    identity: str  # the pod name
+    name: str = "specserve-operator"
+    lease_seconds: float = 15.0  # a standby takes over this long after the last renewal it saw
+    renew_deadline_seconds: float = 10.0  # the leader stops acting when it could not renew for this long
+    retry_seconds: float = 2.0  # renew and acquire attempts
 
 
 @dataclass(frozen=True)
@@ -20,10 +36,23 @@ class OperatorConfig:
     prometheus_url: str | None = None  # default for spec.switching.metrics.prometheusUrl
     post_events: bool = True
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # At most this many SpecServes reconcile at once (the rest wait their turn), whatever fires them.
+    max_concurrent_reconciles: int = 8
+    api_timeout_seconds: float = 30.0  # one Kubernetes API request, per attempt
+    # Which host paths SpecServes may mount (check_install_policy; `--allow-host-path`): none by default.
+    install_policy: InstallPolicy = field(default_factory=InstallPolicy)
+    api_connect_timeout_seconds: float = 5.0
+    leader_election: LeaderElection | None = None  # None: act at once (one replica, local runs, tests)
 
     @property
     def clusterwide(self) -> bool:
         return not self.namespaces
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent_reconciles < 1:
+            raise ValueError("max_concurrent_reconciles must be at least 1")
+        if self.api_timeout_seconds <= 0 or self.api_connect_timeout_seconds <= 0:
+            raise ValueError("API timeouts must be positive")
 
 
 def kopf_settings(config: OperatorConfig) -> kopf.OperatorSettings:
@@ -40,4 +69,13 @@ def kopf_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings.scanning.disabled = not config.clusterwide
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = config.api_connect_timeout_seconds
+    # kopf's own calls (its annotations, events, finalizer removal): the same bounds as ours, not 5 minutes.
+    settings.networking.request_timeout = config.api_timeout_seconds
+    settings.networking.connect_timeout = config.api_connect_timeout_seconds
+    # The reconcile bound is specserve.slots (a semaphore over the handlers), not queueing.worker_limit: a kopf
+    # worker stays alive (holding its slot) for idle_timeout after each event, which would serialise start-up.
+    settings.queueing.worker_limit = None
+    # Only the sync login handler uses threads; no pool of (CPU count + 4) threads.
+    settings.execution.max_workers = 2
     return settings

@@ -168,6 +168,8 @@ def test_default_render_kinds() -> None:
             "CustomResourceDefinition": 1,
             "ClusterRole": 1,
             "ClusterRoleBinding": 1,
+            "Role": 1,  # leader election, in the release namespace
+            "RoleBinding": 1,
             "Service": 1,
             "Deployment": 1,
         }
@@ -176,10 +178,10 @@ def test_default_render_kinds() -> None:
 
 def test_namespaced_render_kinds() -> None:
     kinds = Counter(o["kind"] for o in render("namespaced"))
-    assert kinds["Role"] == 2 and kinds["RoleBinding"] == 2
+    assert kinds["Role"] == 3 and kinds["RoleBinding"] == 3  # + leader election in the release namespace
     assert kinds["ClusterRole"] == 1 and kinds["ClusterRoleBinding"] == 1
     roles = {o["metadata"]["namespace"] for o in render("namespaced") if o["kind"] in ("Role", "RoleBinding")}
-    assert roles == {"llm", "llm-canary"}
+    assert roles == {"llm", "llm-canary", "specserve-system"}
 
 
 # ------------------------------------------------------------------------------------- the Deployment
@@ -204,7 +206,11 @@ def test_deployment_is_hardened() -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
     assert only(objs, "Deployment")["spec"]["replicas"] == 1
-    assert only(objs, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    # Replicas may overlap (only the Lease holder acts): never wait on a pod stuck Terminating.
+    assert only(objs, "Deployment")["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
 
 
 @pytest.mark.parametrize("name", ["default", "everything-non-default"])
@@ -227,6 +233,11 @@ def test_operator_args_all_namespaces() -> None:
         "--metrics-port=9090",
         "--log-level=info",
         "--prometheus-url=http://prometheus-operated.monitoring.svc:9090",
+        "--leader-elect",
+        "--leader-election-namespace=specserve-system",
+        "--leader-election-name=ops-specserve",
+        "--lease-seconds=15",
+        "--max-concurrent-reconciles=8",
         "--all-namespaces",
     ]
     assert c["image"] == "ghcr.io/specserve/specserve-operator:0.1.0"
@@ -240,6 +251,11 @@ def test_operator_args_namespace_list() -> None:
         "--metrics-port=9100",
         "--log-level=debug",
         "--prometheus-url=http://prometheus.monitoring:9090",
+        "--leader-elect",
+        "--leader-election-namespace=specserve-system",
+        "--leader-election-name=ops-specserve",
+        "--lease-seconds=15",
+        "--max-concurrent-reconciles=8",
         "--namespace=llm",
         "--namespace=llm-canary",
         "--some-future-flag=1",
@@ -372,6 +388,8 @@ def test_args_parse_with_the_real_specserve_run(name: str) -> None:
     assert config.metrics_port == 9090
     assert config.prometheus_url == "http://prometheus-operated.monitoring.svc:9090"
     assert args.log_level == "info"
+    assert config.leader_election is not None and config.leader_election.namespace == "specserve-system"
+    assert config.leader_election.name == "ops-specserve" and config.max_concurrent_reconciles == 8
     if name == "namespaced":
         assert config.namespaces == ("llm", "llm-canary")
     else:

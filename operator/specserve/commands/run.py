@@ -4,14 +4,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
+from aiohttp import web
 from prometheus_client import start_http_server
 
 from specserve import handlers, telemetry
-from specserve.config import OperatorConfig, kopf_settings
-from specserve.kube.client import KubeClient
+from specserve.api.install_policy import InstallPolicy
+from specserve.api.models import GROUP, PLURAL, VERSION
+from specserve.config import LeaderElection, OperatorConfig, kopf_settings
+from specserve.finalizers import drop_finalizers
+from specserve.kopf_errors import kube_errors_are_temporary
+from specserve.kube.client import ClientOptions, KubeClient
+from specserve.kube.lease import LeaseElector
+from specserve.slots import MEMO_KEY
+
+log = logging.getLogger("specserve")
+EXIT_LEADERSHIP_LOST = 3
+
+
+class LeadershipLostError(RuntimeError):
+    """The lease went to another replica (or could not be renewed): this process must stop acting and exit."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +44,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, help="serve the operator's Prometheus metrics on this port")
     parser.add_argument(
         "--prometheus-url",
-        help="default Prometheus URL for SpecServes that name none (for load-based switching, not read yet)",
+        help="default Prometheus URL for SpecServes that name none (load-based switching reads load there)",
     )
     parser.add_argument("--resync-seconds", type=float, default=30.0, help="drift repair interval (default 30)")
+    parser.add_argument(
+        "--max-concurrent-reconciles", type=int, default=8, help="SpecServes reconciled at once (default 8)"
+    )
+    parser.add_argument(
+        "--api-timeout-seconds", type=float, default=30.0, help="timeout of one Kubernetes API request (default 30)"
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="act only while holding a coordination.k8s.io Lease (for more than one replica)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        help="the Lease's namespace (default $POD_NAMESPACE)",
+    )
+    parser.add_argument("--leader-election-name", default="specserve-operator", help="the Lease's name")
+    parser.add_argument("--lease-seconds", type=float, default=15.0, help="lease duration (default 15)")
+    parser.add_argument(
+        "--allow-host-path",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="let SpecServes mount model.cache.hostPath under this directory (repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--allow-host-path-write", action="store_true", help="let allowed host paths mount read-write"
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def _leader_election(args: argparse.Namespace) -> LeaderElection | None:
+    if not args.leader_elect:
+        return None
+    if not args.leader_election_namespace:
+        raise ValueError("--leader-elect needs --leader-election-namespace (or $POD_NAMESPACE)")
+    lease = float(args.lease_seconds)
+    return LeaderElection(
+        namespace=args.leader_election_namespace,
+        identity=os.environ.get("POD_NAME") or socket.gethostname(),
+        name=args.leader_election_name,
+        lease_seconds=lease,
+        # client-go's proportions (15 / 10 / 2): stop acting well before a standby may take over.
+        renew_deadline_seconds=lease * 2 / 3,
+        retry_seconds=max(0.2, lease * 2 / 15),
+    )
 
 
 def config_from(args: argparse.Namespace) -> OperatorConfig:
@@ -37,34 +102,142 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         liveness_endpoint=args.liveness,
         metrics_port=args.metrics_port,
         prometheus_url=args.prometheus_url,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+        api_timeout_seconds=args.api_timeout_seconds,
+        leader_election=_leader_election(args),
+        install_policy=InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write),
     )
 
 
-async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event | None = None) -> None:
+def client_options(config: OperatorConfig) -> ClientOptions:
+    # Enough connections that every reconcile slot can have a call in flight next to kopf's own traffic.
+    return ClientOptions(
+        connect_timeout=config.api_connect_timeout_seconds,
+        request_timeout=config.api_timeout_seconds,
+        connection_limit=max(8, 2 * config.max_concurrent_reconciles),
+    )
+
+
+def build_registry(config: OperatorConfig, stop: asyncio.Event | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, config)
+    drop_finalizers(registry, GROUP, VERSION, PLURAL)
+    kube_errors_are_temporary(registry, delay=min(config.resync_seconds, 30.0))
+    if stop is not None:
+
+        @kopf.on.cleanup(registry=registry)
+        async def stopping(**_: Any) -> None:
+            # Stopped by a signal, kopf leaves its waiter on our stop flag pending and waits 5 s for it at exit.
+            stop.set()
+
+    return registry
+
+
+async def _operate(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event) -> None:
     await kopf.operator(
-        registry=registry,
+        registry=build_registry(config, stop_flag),
         settings=kopf_settings(config),
-        standalone=True,  # one replica; no peering objects needed
+        standalone=True,  # no kopf peering (it needs its own CRDs): the Lease keeps replicas apart
         clusterwide=config.clusterwide,
         namespaces=config.namespaces,
         liveness_endpoint=config.liveness_endpoint,
-        memo=kopf.Memo(kube=kube),
+        # Every object's memo is a shallow copy of this one: they share the client and the reconcile slots.
+        memo=kopf.Memo({"kube": kube, MEMO_KEY: asyncio.Semaphore(config.max_concurrent_reconciles)}),
         stop_flag=stop_flag,
     )
 
 
+async def _alive(_: web.Request) -> web.Response:
+    return web.json_response({"standby": True})
+
+
+@contextlib.asynccontextmanager
+async def _standby_health(endpoint: str | None) -> AsyncIterator[None]:
+    """Answer the liveness probe while standing by (kopf serves it once leading): else the kubelet would keep
+    restarting a healthy standby. The port is free again before kopf binds it."""
+    if endpoint is None:
+        yield
+        return
+    url = urlsplit(endpoint)
+    app = web.Application()
+    app.router.add_get(url.path or "/", _alive)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, url.hostname or "0.0.0.0", url.port or 80, reuse_address=True).start()
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event | None = None) -> None:
+    """Run the operator until `stop_flag` is set (or a signal). With leader election, wait for the lease first
+    and raise LeadershipLostError after stopping when it is lost. Closes `kube`'s connections at the end."""
+    external = stop_flag or asyncio.Event()
+    elector = LeaseElector(kube, config.leader_election) if config.leader_election else None
+    lost = asyncio.Event()
+    try:
+        if elector is not None:
+            async with _standby_health(config.liveness_endpoint):
+                if not await elector.acquire(external):
+                    return  # stopped while standing by
+        stop = asyncio.Event()  # what kopf watches: the caller's stop, or the lease lost
+        # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
+        stopped = asyncio.ensure_future(external.wait())
+        holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
+        guard = asyncio.create_task(_guard(stopped, holding, lost, stop), name="specserve stop guard")
+        try:
+            await _operate(config, kube, stop)
+        except asyncio.CancelledError:
+            if not stop.is_set():
+                raise  # a cancellation from outside, not kopf's own way of ending after the stop flag
+        finally:
+            for task in (guard, stopped, holding):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await guard
+        if lost.is_set():
+            raise LeadershipLostError("the lease was lost; stopped acting")
+    finally:
+        if elector is not None and not lost.is_set():
+            await elector.release()
+        await kube.close()
+
+
+async def _guard(
+    stopped: asyncio.Future[Any], holding: asyncio.Future[Any], lost: asyncio.Event, stop: asyncio.Event
+) -> None:
+    """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too)."""
+    try:
+        await asyncio.wait([stopped, holding], return_when=asyncio.FIRST_COMPLETED)
+        if holding.done() and not stopped.done():
+            lost.set()
+    finally:
+        stopped.cancel()
+        holding.cancel()
+        stop.set()
+
+
 def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
+    try:
+        config = config_from(args)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     kopf.configure(debug=args.log_level == "debug", verbose=args.log_level in ("debug", "info"))
     logging.getLogger().setLevel(args.log_level.upper())
     if config.metrics_port:
         start_http_server(config.metrics_port, registry=telemetry.REGISTRY)
     try:
-        kube = KubeClient.from_environment()
+        kube = KubeClient.from_environment(client_options(config))
     except Exception as exc:  # no kubeconfig and not in a pod
-        logging.getLogger("specserve").error("cannot load Kubernetes credentials: %s", exc)
+        log.error("cannot load Kubernetes credentials: %s", exc)
         return 2
-    asyncio.run(serve(config, kube))
+    try:
+        asyncio.run(serve(config, kube))
+    except asyncio.CancelledError:
+        pass  # kopf's way of ending after a signal, as kopf.run() treats it
+    except LeadershipLostError as exc:
+        log.error("%s; exiting so that the pod restarts as a standby", exc)
+        return EXIT_LEADERSHIP_LOST
     return 0

@@ -1,41 +1,100 @@
-"""A thin async wrapper over the Kubernetes REST API: get, list, server-side apply, delete, status.
+"""A thin async client for the Kubernetes REST API: get, list, server-side apply, delete, status, events.
 
-Built on the official client's configuration loading (in-cluster or kubeconfig) and its HTTP transport;
-calls run in a worker thread because that client is synchronous.
+Credentials and TLS come from the official client's configuration loading (in-cluster service account or
+kubeconfig, including tokens it refreshes: in-cluster token rotation, exec plugins); the transport is one shared
+aiohttp session with a bounded connection pool. Every call has a timeout, idempotent calls retry transient
+failures with jittered exponential backoff, and every failure is a KubeError.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import random
+import ssl
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import aiohttp
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.client.rest import should_bypass_proxies
 
 from specserve.kube.kinds import Kind, kind_of
 
 FIELD_MANAGER = "specserve"
 JSON = dict[str, Any]
+log = logging.getLogger(__name__)
+
+# Worth retrying: throttled, or the server (or something in front of it) failed without acting on the request.
+RETRIABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
+EVENT = Kind("v1", "Event", "events")
+_sleep = asyncio.sleep  # the backoff's sleep, on its own name so tests can record delays without waiting
 
 
 class KubeError(RuntimeError):
-    """An API call failed; `status` is the HTTP status (0 when the server was not reached)."""
+    """An API call failed; `status` is the HTTP status (0 when the server was not reached or did not answer)."""
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
 
 
+@dataclass(frozen=True)
+class ClientOptions:
+    connect_timeout: float = 5.0  # TCP + TLS handshake
+    request_timeout: float = 30.0  # the whole request, per attempt
+    attempts: int = 4  # for idempotent calls; 1 means no retry
+    backoff_base: float = 0.25  # seconds; doubles per attempt, full jitter
+    backoff_max: float = 8.0  # also caps a server's Retry-After
+    connection_limit: int = 32  # concurrent connections to the API server
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    data: Any
+    retry_after: float | None
+
+
+def _ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext | bool:
+    if not configuration.host.startswith("https"):
+        return False
+    if not configuration.verify_ssl:
+        return False  # aiohttp: no verification
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    if configuration.assert_hostname is False:
+        context.check_hostname = False
+    return context
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        return max(0.0, float(headers.get("Retry-After", "")))
+    except ValueError:
+        return None  # absent, or an HTTP date (the API server sends seconds)
+
+
 class KubeClient:
-    def __init__(self, api: k8s.ApiClient) -> None:
-        self._api = api
-        self._host = api.configuration.host.rstrip("/")
+    def __init__(self, configuration: k8s.Configuration, options: ClientOptions | None = None) -> None:
+        self._configuration = configuration
+        self._host = configuration.host.rstrip("/")
+        self._options = options or ClientOptions()
+        self._ssl = _ssl_context(configuration)
+        # The same proxy decision as the official client (it reads HTTPS_PROXY / NO_PROXY from the environment).
+        proxy = configuration.proxy
+        self._proxy = proxy if proxy and not should_bypass_proxies(self._host, configuration.no_proxy or "") else None
+        self._session: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_environment(cls) -> KubeClient:
+    def from_environment(cls, options: ClientOptions | None = None) -> KubeClient:
         """In-cluster service account when inside a pod, else KUBECONFIG / ~/.kube/config."""
         configuration = k8s.Configuration()
         try:
@@ -45,29 +104,109 @@ class KubeClient:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
             )
-        return cls(k8s.ApiClient(configuration))
+        return cls(configuration, options)
+
+    @property
+    def options(self) -> ClientOptions:
+        return self._options
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created lazily: a session belongs to the running loop, and the client is built before it starts.
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._options.connection_limit, ssl=self._ssl)
+            timeout = aiohttp.ClientTimeout(
+                total=self._options.request_timeout, sock_connect=self._options.connect_timeout
+            )
+            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    def _auth_headers(self) -> dict[str, str]:
+        # auth_settings() runs the configuration's refresh hook: rotated in-cluster tokens, exec plugins.
+        headers: dict[str, str] = {}
+        settings: dict[str, Any] = dict(self._configuration.auth_settings())
+        for setting in settings.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    async def _once(self, method: str, url: str, body: Any, content_type: str) -> _Response:
+        headers = {"Accept": "application/json", **self._auth_headers()}
+        data: bytes | None = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        extra: dict[str, Any] = {}
+        if self._configuration.tls_server_name:
+            extra["server_hostname"] = self._configuration.tls_server_name
+        if self._proxy:
+            extra["proxy"] = self._proxy
+        try:
+            async with self._get_session().request(method, url, data=data, headers=headers, **extra) as response:
+                raw = await response.read()
+                status, retry_after = response.status, _retry_after(response.headers)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            # Connection refused or reset, TLS, timeouts (connect or total), malformed responses.
+            raise KubeError(0, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            # A proxy's HTML error page, a truncated body: keep a snippet for the message.
+            if status < 300:
+                raise KubeError(status, f"HTTP {status}: non-JSON response: {raw[:200]!r}") from None
+            parsed = raw[:200].decode(errors="replace")
+        return _Response(status, parsed, retry_after)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        cap = min(self._options.backoff_max, self._options.backoff_base * 2**attempt)
+        delay = random.uniform(0, cap)  # full jitter: many SpecServes failing together do not retry together
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self._options.backoff_max))
+        return delay
 
     async def _call(
-        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None, content_type: str = ""
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        idempotent: bool = True,
+        attempts: int | None = None,
     ) -> tuple[int, Any]:
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        # The client does not add credentials to raw calls by itself; ask it for the auth headers.
-        self._api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
-        try:
-            response = await asyncio.to_thread(self._api.call_api, method, url, headers, body)
-            raw = await asyncio.to_thread(response.read)
-        except Exception as exc:  # transport errors: connection refused, TLS, timeouts
-            raise KubeError(0, f"{method} {path}: {exc}") from exc
-        data = json.loads(raw) if raw else None
-        return int(response.status), data
+        tries = max(1, attempts if attempts is not None else self._options.attempts) if idempotent else 1
+        for attempt in range(tries):
+            try:
+                response = await self._once(method, url, body, content_type)
+            except KubeError as exc:
+                if attempt + 1 >= tries:
+                    raise KubeError(exc.status, f"{method} {path}: {exc}") from exc
+                delay = self._delay(attempt, None)
+                log.debug("%s %s: %s; retrying in %.2f s", method, path, exc, delay)
+            else:
+                if response.status not in RETRIABLE_STATUSES or attempt + 1 >= tries:
+                    return response.status, response.data
+                delay = self._delay(attempt, response.retry_after)
+                log.debug("%s %s: HTTP %d; retrying in %.2f s", method, path, response.status, delay)
+            await _sleep(delay)
+        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
 
     @staticmethod
     def _fail(method: str, path: str, status: int, data: Any) -> KubeError:
         message = data.get("message") if isinstance(data, dict) else None
         return KubeError(status, f"{method} {path}: HTTP {status}: {message or data}")
+
+    @staticmethod
+    def _object(method: str, path: str, status: int, data: Any) -> JSON:
+        if not isinstance(data, dict):
+            raise KubeError(status, f"{method} {path}: HTTP {status}: expected an object, got {data!r:.200}")
+        return data
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
         path = kind.object_path(namespace, name)
@@ -76,7 +215,7 @@ class KubeClient:
             return None
         if status >= 300:
             raise self._fail("GET", path, status, data)
-        return dict(data)
+        return self._object("GET", path, status, data)
 
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
         path = kind.collection_path(namespace)
@@ -86,12 +225,12 @@ class KubeClient:
             return []  # the kind is not installed (e.g. no Prometheus Operator)
         if status >= 300:
             raise self._fail("GET", path, status, data)
-        items = data.get("items") or []
+        items = self._object("GET", path, status, data).get("items") or []
         # Filter again on our side too: a selector is a request, the labels are the truth.
         return [i for i in items if labels.items() <= (i.get("metadata", {}).get("labels") or {}).items()]
 
     async def apply(self, manifest: JSON) -> JSON:
-        """Server-side apply as the `specserve` field manager, taking over conflicting fields."""
+        """Server-side apply as the `specserve` field manager, taking over conflicting fields (idempotent)."""
         kind = kind_of(manifest)
         meta = manifest["metadata"]
         path = kind.object_path(meta["namespace"], meta["name"])
@@ -101,19 +240,75 @@ class KubeClient:
         )
         if status >= 300:
             raise self._fail("PATCH", path, status, data)
-        return dict(data)
+        return self._object("PATCH", path, status, data)
 
     async def delete(self, kind: Kind, namespace: str, name: str) -> None:
         path = kind.object_path(namespace, name)
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        status, data = await self._call("DELETE", path, body=body, content_type="application/json")
-        if status >= 300 and status != 404:
+        status, data = await self._call("DELETE", path, body=body)
+        if status >= 300 and status != 404:  # 404: already gone (or gone by our own earlier attempt)
             raise self._fail("DELETE", path, status, data)
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
+        """RFC 7386 merge patch of /status; the same patch twice gives the same object, so it is retried."""
         path = kind.object_path(namespace, name) + "/status"
         status, data = await self._call(
             "PATCH", path, body={"status": status_body}, content_type="application/merge-patch+json"
         )
         if status >= 300:
             raise self._fail("PATCH", path, status, data)
+
+    async def create(self, kind: Kind, namespace: str, body: JSON, *, attempts: int | None = None) -> JSON | None:
+        """POST; None when the object already exists (409). Not retried: a lost answer may have created it."""
+        path = kind.collection_path(namespace)
+        status, data = await self._call("POST", path, body=body, idempotent=False, attempts=attempts)
+        if status == 409:
+            return None
+        if status >= 300:
+            raise self._fail("POST", path, status, data)
+        return self._object("POST", path, status, data)
+
+    async def replace(self, kind: Kind, namespace: str, name: str, body: JSON) -> JSON | None:
+        """PUT guarded by body's metadata.resourceVersion; None when someone else wrote first (409)."""
+        path = kind.object_path(namespace, name)
+        status, data = await self._call("PUT", path, body=body, idempotent=False)
+        if status == 409:
+            return None
+        if status >= 300:
+            raise self._fail("PUT", path, status, data)
+        return self._object("PUT", path, status, data)
+
+    async def post_event(
+        self, involved: JSON, *, reason: str, message: str, type_: str = "Normal", component: str = FIELD_MANAGER
+    ) -> None:
+        """A core/v1 Event about `involved` (a full object); failures are logged, never raised: events are
+        best-effort and must not fail a reconcile."""
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            # An explicit unique name: like kubectl's <object>.<random>, and it needs no generateName support.
+            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta.get("name"),
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            # The legacy core/v1 fields only: setting eventTime would oblige the events.k8s.io ones too.
+            "source": {"component": component},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.create(EVENT, namespace, event)
+        except KubeError as exc:
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)

@@ -16,26 +16,37 @@ class PolicyRule:
     verbs: tuple[str, ...]
     # Cluster-scoped needs (CRD discovery, namespace scanning) go into a ClusterRole even in namespaced mode.
     cluster_scoped: bool = False
+    # Needed only in the operator's own namespace (the leader-election Lease): a Role there, in every mode.
+    operator_namespace: bool = False
 
 
 REQUIRED_RULES: tuple[PolicyRule, ...] = (
     # The SpecServe objects: kopf watches them, stores its annotations, we patch status.
     PolicyRule("specserve.io", "specserves", ("get", "list", "watch", "patch")),
     PolicyRule("specserve.io", "specserves/status", ("get", "patch")),
+    # Children carry ownerReferences with blockOwnerDeletion: under OwnerReferencesPermissionEnforcement
+    # (OpenShift, hardened clusters) setting that needs update on the owner's finalizers subresource.
+    PolicyRule("specserve.io", "specserves/finalizers", ("update",)),
     # What a SpecServe becomes: server-side apply (patch; create on first apply), prune stale children.
+    # Deployments are also watched: the reconcile reacts when a pool's readiness changes (rollouts).
     PolicyRule("apps", "deployments", ("get", "list", "watch", "create", "patch", "delete")),
     PolicyRule("", "services", ("get", "list", "create", "patch", "delete")),
     PolicyRule("", "configmaps", ("get", "list", "create", "patch", "delete")),
+    PolicyRule("policy", "poddisruptionbudgets", ("get", "list", "create", "patch", "delete")),
+    PolicyRule("networking.k8s.io", "networkpolicies", ("get", "list", "create", "patch", "delete")),
     PolicyRule("gateway.networking.k8s.io", "httproutes", ("get", "list", "create", "patch", "delete")),
     PolicyRule("monitoring.coreos.com", "podmonitors", ("get", "list", "create", "patch", "delete")),
-    # Pods are only ever read: load-based switching must not act while pods are pending (not called yet).
-    PolicyRule("", "pods", ("get", "list", "watch")),
+    # Pods are only read, in the watched namespaces: the Direct metrics source lists a SpecServe's pods to
+    # scrape their /metrics. No watch: nothing follows pod events.
+    PolicyRule("", "pods", ("get", "list")),
     # kopf posts Kubernetes events for warnings and handler outcomes.
     PolicyRule("", "events", ("create", "patch")),
     PolicyRule("events.k8s.io", "events", ("create", "patch")),
     # kopf's resource and namespace discovery.
     PolicyRule("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch"), cluster_scoped=True),
     PolicyRule("", "namespaces", ("get", "list", "watch"), cluster_scoped=True),
+    # Leader election (specserve.kube.lease): read, create once, renew by PUT.
+    PolicyRule("coordination.k8s.io", "leases", ("get", "create", "update"), operator_namespace=True),
 )
 
 

@@ -1,0 +1,185 @@
+"""Leader election over a coordination.k8s.io/v1 Lease, as client-go does it: one replica acts, the others wait.
+
+The holder renews `spec.renewTime` every retry period. A standby takes the lease over only after it has seen
+the same renewal for a whole `leaseDurationSeconds` by its own monotonic clock (no trust in clock agreement),
+or at once when the holder released it. Writes are PUTs guarded by `resourceVersion`, so of two replicas
+taking over together exactly one wins (the other gets a 409). The leader gives up (and must stop acting) when
+it could not renew for `renew_deadline_seconds`, which is shorter than the lease: it stops before anyone can
+take over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from specserve.config import LeaderElection
+from specserve.kube.client import KubeError
+from specserve.kube.kinds import Kind
+
+LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases")
+JSON = dict[str, Any]
+log = logging.getLogger(__name__)
+_sleep = asyncio.sleep  # the renewal pause, on its own name so tests can step a fake clock instead
+
+
+class LeaseApi(Protocol):
+    async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None: ...
+    async def create(self, kind: Kind, namespace: str, body: JSON, *, attempts: int | None = None) -> JSON | None: ...
+    async def replace(self, kind: Kind, namespace: str, name: str, body: JSON) -> JSON | None: ...
+
+
+def _micro_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseElector:
+    def __init__(self, kube: LeaseApi, election: LeaderElection, clock: Callable[[], float] = time.monotonic) -> None:
+        self._kube = kube
+        self._election = election
+        self._clock = clock
+        self._observed: tuple[str, str, str] | None = None  # holder, renewTime, resourceVersion
+        self._observed_at = 0.0
+        self._last_renewal: float | None = None  # when we last wrote the lease as its holder
+        self.holder = ""  # the holder last seen ("" when released or unknown)
+
+    @property
+    def identity(self) -> str:
+        return self._election.identity
+
+    @property
+    def leading(self) -> bool:
+        return self.holder == self.identity and self._last_renewal is not None
+
+    def _spec(self, previous: JSON, now: str) -> JSON:
+        spec = dict(previous)
+        if previous.get("holderIdentity") != self.identity:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(previous.get("leaseTransitions") or 0) + (1 if previous else 0)
+        spec.update(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=max(1, round(self._election.lease_seconds)),
+            renewTime=now,
+        )
+        return spec
+
+    def _observe(self, lease: JSON) -> None:
+        spec = lease.get("spec") or {}
+        key = (
+            str(spec.get("holderIdentity") or ""),
+            str(spec.get("renewTime") or ""),
+            str((lease.get("metadata") or {}).get("resourceVersion") or ""),
+        )
+        if key != self._observed:
+            self._observed, self._observed_at = key, self._clock()
+        self.holder = key[0]
+
+    def _won(self, lease: JSON) -> bool:
+        self._observe(lease)
+        self._last_renewal = self._clock()
+        return True
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt: True when this replica holds the lease afterwards. API errors count as not holding."""
+        e = self._election
+        try:
+            lease = await self._kube.get(LEASE, e.namespace, e.name)
+            now = _micro_time()
+            if lease is None:
+                body = {
+                    "apiVersion": LEASE.api_version,
+                    "kind": LEASE.kind,
+                    "metadata": {"name": e.name, "namespace": e.namespace},
+                    "spec": self._spec({}, now),
+                }
+                created = await self._kube.create(LEASE, e.namespace, body)
+                return self._won(created) if created is not None else False
+            self._observe(lease)
+            spec = lease.get("spec") or {}
+            duration = float(spec.get("leaseDurationSeconds") or e.lease_seconds)
+            if self.holder not in ("", self.identity) and self._clock() - self._observed_at < duration:
+                return False  # held by another replica, renewed within the lease: wait
+            body = {
+                "apiVersion": LEASE.api_version,
+                "kind": LEASE.kind,
+                "metadata": {
+                    "name": e.name,
+                    "namespace": e.namespace,
+                    "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion"),
+                },
+                "spec": self._spec(spec, now),
+            }
+            replaced = await self._kube.replace(LEASE, e.namespace, e.name, body)
+            return self._won(replaced) if replaced is not None else False  # None: another replica wrote first
+        except KubeError as exc:
+            log.warning("lease %s/%s: %s", e.namespace, e.name, exc)
+            return False
+
+    async def _attempt(self, timeout: float) -> bool:
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=max(0.05, timeout))
+        except TimeoutError:
+            log.warning("lease %s/%s: no answer within %.1f s", self._election.namespace, self._election.name, timeout)
+            return False
+
+    async def acquire(self, stop: asyncio.Event | None = None) -> bool:
+        """Wait (as a standby) until this replica leads; False when `stop` was set first."""
+        stop = stop or asyncio.Event()
+        announced = ""
+        while not stop.is_set():
+            if await self._attempt(self._election.renew_deadline_seconds):
+                log.info("leading as %s (lease %s/%s)", self.identity, self._election.namespace, self._election.name)
+                return True
+            if self.holder and self.holder != announced:
+                log.info("standing by: %s holds the lease", self.holder)
+                announced = self.holder
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self._election.retry_seconds)
+        return False
+
+    async def hold(self) -> None:
+        """Renew until the lease is lost (another holder, or no renewal within the renew deadline); then return."""
+        e = self._election
+        while True:
+            await _sleep(e.retry_seconds)
+            since = self._clock() - (self._last_renewal or 0.0)
+            if await self._attempt(e.renew_deadline_seconds - since):
+                continue
+            if self.holder not in ("", self.identity):
+                log.error("lost the lease to %s", self.holder)
+                return
+            if self._clock() - (self._last_renewal or 0.0) >= e.renew_deadline_seconds:
+                log.error("could not renew the lease for %.0f s", e.renew_deadline_seconds)
+                return
+
+    async def release(self) -> None:
+        """Hand the lease over at once (a clean shutdown): standbys need not wait for it to expire."""
+        if not self.leading:
+            return
+        e = self._election
+        self._last_renewal = None
+        try:
+            lease = await asyncio.wait_for(self._kube.get(LEASE, e.namespace, e.name), timeout=e.renew_deadline_seconds)
+            spec = (lease or {}).get("spec") or {}
+            if lease is None or spec.get("holderIdentity") != self.identity:
+                return
+            body = {
+                "apiVersion": LEASE.api_version,
+                "kind": LEASE.kind,
+                "metadata": {**lease["metadata"]},
+                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": _micro_time()},
+            }
+            replaced = await asyncio.wait_for(
+                self._kube.replace(LEASE, e.namespace, e.name, body), timeout=e.renew_deadline_seconds
+            )
+        except (KubeError, TimeoutError) as exc:
+            log.warning("could not release the lease %s/%s (it expires by itself): %r", e.namespace, e.name, exc)
+            return
+        if replaced is not None:
+            self.holder = ""
+            log.info("released the lease %s/%s", e.namespace, e.name)

@@ -1,0 +1,191 @@
+"""Start-up at scale: how long an operator start takes to converge N SpecServes, its CPU per resync round, its RSS.
+
+    .venv/bin/python scripts/scale_startup.py --count 200
+
+This process hosts the fake API server (specserve.kubefake, Deployments marked ready by its kubelet stand-in) and
+a Gateway controller stand-in that accepts each HTTPRoute; the operator (`specserve run`) is a subprocess, so its
+CPU and memory are its own (read from /proc). Figures:
+- seconds from the operator's start until every SpecServe has status.observedGeneration == metadata.generation,
+  and until every one is Ready=True;
+- after convergence, over several resync rounds: operator CPU seconds per round, API requests and writes per round;
+- the operator's RSS (VmRSS) at the end and its peak (VmHWM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specserve.kubefake import HTTPROUTES, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve.kubefake.controllers import set_route_accepted
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"
+NS = "llm"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def ready(obj: dict[str, Any]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def observed(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("status") or {}).get("observedGeneration") == obj["metadata"].get("generation"))
+
+
+def seed(api: FakeApiServer, count: int) -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for i in range(count):
+        body = copy.deepcopy(doc)
+        body["metadata"] = {"name": f"kimi-{i:04d}", "namespace": NS}
+        body["spec"]["routing"]["hostnames"] = [f"kimi-{i:04d}.llm.example.com"]
+        api.create(body)
+
+
+async def gateway_controller(api: FakeApiServer, stop: asyncio.Event) -> None:
+    """Accept every HTTPRoute generation once, as a Gateway controller would."""
+    accepted: dict[str, int] = {}
+    while not stop.is_set():
+        for route in api.list(HTTPROUTES, NS):
+            name, generation = route["metadata"]["name"], route["metadata"].get("generation", 1)
+            if accepted.get(name) != generation:
+                set_route_accepted(api.store, NS, name)
+                accepted[name] = generation
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
+
+
+@contextlib.contextmanager
+def kubeconfig_for(url: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kubeconfig"
+        write_kubeconfig(path, url)
+        yield path
+
+
+async def measure(args: argparse.Namespace) -> int:
+    async with FakeApiServer(auto_ready=True) as api:
+        seed(api, args.count)
+        stop = asyncio.Event()
+        controller = asyncio.create_task(gateway_controller(api, stop))
+        with kubeconfig_for(api.url) as kubeconfig:
+            env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+            env.pop("KUBERNETES_SERVICE_HOST", None)
+            profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+            command = [
+                sys.executable, *profile, "-m", "specserve.cli", "run", "--namespace", NS,
+                "--resync-seconds", str(args.resync_seconds),
+                "--max-concurrent-reconciles", str(args.max_concurrent_reconciles),
+                "--log-level", "warning",
+            ]  # fmt: skip
+            log = open(args.log, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the process)
+            start = time.monotonic()
+            proc = await asyncio.create_subprocess_exec(*command, env=env, stdout=log, stderr=log)
+            try:
+                return await _figures(args, api, proc.pid, start)
+            finally:
+                proc.terminate()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), timeout=30)
+                if proc.returncode is None:
+                    proc.kill()
+                log.close()
+                stop.set()
+                await controller
+
+
+async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start: float) -> int:
+    t_observed = t_ready = None
+    while time.monotonic() - start < args.timeout:
+        items = api.list(SPECSERVES, NS)
+        n_observed, n_ready = sum(map(observed, items)), sum(map(ready, items))
+        now = time.monotonic() - start
+        if t_observed is None and n_observed == args.count:
+            t_observed = now
+        if n_ready == args.count:
+            t_ready = now
+            break
+        if args.verbose:
+            print(f"{now:7.1f} s  observed {n_observed:4d}  ready {n_ready:4d}  requests {len(api.requests)}")
+        await asyncio.sleep(0.5)
+    startup_cpu, fake_cpu = cpu_seconds(pid), time.process_time()
+    print(f"SpecServes: {args.count}; max concurrent reconciles: {args.max_concurrent_reconciles}")
+    print(f"all observedGeneration == generation after: {_fmt(t_observed)} s")
+    print(
+        f"all Ready=True after: {_fmt(t_ready)} s (CPU by then: operator {startup_cpu:.1f} s, "
+        f"fake API server {fake_cpu:.1f} s)"
+    )
+    print(f"API requests during start-up: {len(api.requests)}")
+    if t_ready is None:
+        print(f"did not converge within {args.timeout} s")
+        return 1
+    # Let the start-up's own resyncs pass, then measure whole resync rounds.
+    await asyncio.sleep(args.resync_seconds * args.settle_rounds)
+    cpu0, requests0 = cpu_seconds(pid), len(api.requests)
+    await asyncio.sleep(args.resync_seconds * args.rounds)
+    cpu = (cpu_seconds(pid) - cpu0) / args.rounds
+    window = api.requests[requests0:]
+    writes = [r for r in window if r.is_write]
+    print(
+        f"steady state over {args.rounds} resync rounds of {args.resync_seconds:g} s: "
+        f"operator CPU {cpu:.2f} s/round ({cpu / args.count * 1000:.1f} ms per SpecServe), "
+        f"{len(window) / args.rounds:.0f} requests/round, {len(writes) / args.rounds:.1f} writes/round"
+    )
+    written = Counter(r.name for r in writes)
+    if written:
+        print(f"  writes touched {len(written)} objects, at most {max(written.values())} times each; first ones:")
+    for write in writes[:3]:
+        print(f"  write: {write}")
+    mem = memory_mib(pid)
+    print(f"operator RSS: {mem.get('VmRSS', 0):.0f} MiB (peak {mem.get('VmHWM', 0):.0f} MiB)")
+    return 0
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--resync-seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle-rounds", type=int, default=2, help="resync rounds to wait before measuring")
+    parser.add_argument("--max-concurrent-reconciles", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "scale_startup_operator.log"))
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--profile", metavar="FILE", help="run the operator under cProfile, stats to FILE")
+    return asyncio.run(measure(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""The real operator against the fake API server: no finalizer, deletion while down, the Lease, bounded I/O."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+
+from specserve.commands.run import serve
+from specserve.config import FINALIZER, LeaderElection, OperatorConfig
+from specserve.kube.client import ClientOptions, KubeClient
+from specserve.kube.rbac import REQUIRED_RULES, allows
+from specserve.kubefake import LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
+
+NS = "llm"
+T = TypeVar("T")
+RESYNC = 0.4
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+class ThreadedFake:
+    """The fake API server on its own thread and loop: kopf's shutdown cancels every task it finds in its loop,
+    and would cancel the server's too (in a cluster the API server is elsewhere). Calls run on the server's loop."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kubefake", daemon=True)
+        self._thread.start()
+        self.api = FakeApiServer(auto_ready=True)
+        self.url = self._run(self.api.start())
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        async def run() -> T:
+            return fn(*args)
+
+        return self._run(run())
+
+    def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.call(self.api.get, resource, namespace, name)
+
+    def create(self, obj: dict[str, Any]) -> None:
+        self.call(self.api.create, obj)
+
+    def patch(self, resource: str, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        self.call(self.api.patch, resource, namespace, name, patch)
+
+    def delete(self, resource: str, namespace: str | None, name: str) -> None:
+        self.call(self.api.delete, resource, namespace, name)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return self.call(lambda: list(self.api.requests))
+
+    def add_fault(self, **rule: Any) -> None:
+        self.call(lambda: self.api.faults.add(**rule))
+
+    def close(self) -> None:
+        self._run(self.api.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+
+@pytest.fixture()
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadedFake]:
+    api = ThreadedFake()
+    try:
+        for ns in (NS, "specserve-system"):
+            api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        kubeconfig = tmp_path / "kubeconfig"
+        write_kubeconfig(kubeconfig, api.url)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        # kopf logs in through the client library, which read KUBECONFIG when it was imported.
+        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        yield api
+    finally:
+        api.close()
+
+
+@contextlib.asynccontextmanager
+async def operator(config: OperatorConfig) -> AsyncIterator[asyncio.Task[None]]:
+    stop = asyncio.Event()
+    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, attempts=2, backoff_base=0.05))
+    task = asyncio.create_task(serve(config, kube, stop_flag=stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        if not task.done():  # a test that expects it to end by itself reads its outcome
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout=30)
+
+
+def seeded(doc: dict[str, Any], name: str, finalizers: list[str] | None = None) -> dict[str, Any]:
+    body = copy.deepcopy(doc)
+    body["metadata"] = {"name": name, "namespace": NS, **({"finalizers": finalizers} if finalizers else {})}
+    return body
+
+
+def converged(api: ThreadedFake, name: str) -> bool:
+    obj = api.get(SPECSERVES, NS, name)
+    return bool(obj and (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"])
+
+
+def about(request: RecordedRequest, name: str) -> bool:
+    """A request for the SpecServe `name` or its children (by name or by its instance label)."""
+    selector = request.query.get("labelSelector", "")
+    return bool(request.name and request.name.startswith(name)) or f"={name}" in selector
+
+
+def config(**overrides: Any) -> OperatorConfig:
+    return OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=False, **overrides)
+
+
+async def test_no_finalizer_is_added_and_an_old_one_is_removed(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
+    fake.create(seeded(kimi_doc, "old", finalizers=[FINALIZER]))  # as an older operator version left it
+    async with operator(config()):
+        fake.create(seeded(kimi_doc, "new"))
+        await eventually(lambda: converged(fake, "old") and converged(fake, "new"), what="both reconciled")
+        await eventually(
+            lambda: not (fake.get(SPECSERVES, NS, "old") or {"metadata": {"finalizers": [1]}})["metadata"].get(
+                "finalizers"
+            ),
+            what="the old finalizer removed",
+        )
+        await asyncio.sleep(RESYNC * 3)  # several resyncs later still none
+        for name in ("old", "new"):
+            obj = fake.get(SPECSERVES, NS, name)
+            assert obj is not None and not obj["metadata"].get("finalizers"), name
+
+
+async def test_deletion_while_running_stops_the_resync_of_that_object(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    async with operator(config()):
+        fake.create(seeded(kimi_doc, "gone"))
+        fake.create(seeded(kimi_doc, "kept"))
+        await eventually(lambda: converged(fake, "gone") and converged(fake, "kept"), what="both reconciled")
+        fake.delete(SPECSERVES, NS, "gone")
+        assert fake.get(SPECSERVES, NS, "gone") is None  # nothing held it
+        await asyncio.sleep(RESYNC * 3)  # in-flight reconciles end; the DELETED event reaches the operator
+        start = len(fake.requests)
+        await asyncio.sleep(RESYNC * 5)
+        about_gone = [str(r) for r in fake.requests[start:] if about(r, "gone")]
+        about_kept = [r for r in fake.requests[start:] if about(r, "kept")]
+        assert about_gone == []  # its timer stopped: not even a read
+        assert about_kept  # the other SpecServe's resync goes on
+
+
+async def test_specserves_and_their_namespace_delete_while_the_operator_is_down(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    async with operator(config()):
+        fake.create(seeded(kimi_doc, "a"))
+        fake.create(seeded(kimi_doc, "b"))
+        await eventually(lambda: converged(fake, "a") and converged(fake, "b"), what="both reconciled")
+    fake.delete(SPECSERVES, NS, "a")
+    assert fake.get(SPECSERVES, NS, "a") is None
+    fake.delete(NAMESPACES, None, NS)
+    await eventually(lambda: fake.get(SPECSERVES, NS, "b") is None, what="the namespace's SpecServe to go")
+    await eventually(lambda: fake.get(NAMESPACES, None, NS) is None, what="the namespace to go")
+
+
+def lease_config(identity: str, liveness: str | None = None) -> OperatorConfig:
+    return config(
+        liveness_endpoint=liveness,
+        leader_election=LeaderElection(
+            namespace="specserve-system",
+            identity=identity,
+            lease_seconds=2,
+            renew_deadline_seconds=1.4,
+            retry_seconds=0.2,
+        )
+    )
+
+
+async def test_the_operator_acts_only_while_it_holds_the_lease(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
+    fake.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "specserve-operator", "namespace": "specserve-system"},
+            "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 3600},
+        }
+    )
+    fake.create(seeded(kimi_doc, "kimi"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    liveness = f"http://127.0.0.1:{port}/healthz"
+    async with operator(lease_config("pod-a", liveness)) as task, aiohttp.ClientSession() as http:
+        await asyncio.sleep(1.5)
+        assert not converged(fake, "kimi") and not task.done()  # standing by: nothing reconciled
+        async with http.get(liveness) as response:
+            assert response.status == 200  # a standby is alive: the kubelet must not restart it
+        assert [r for r in fake.requests if r.resource == SPECSERVES] == []  # not even watched
+        lease = fake.get(LEASES, "specserve-system", "specserve-operator")
+        assert lease is not None
+        fake.patch(LEASES, "specserve-system", "specserve-operator", {"spec": {"holderIdentity": ""}})  # released
+        await eventually(lambda: converged(fake, "kimi"), what="the new leader's reconcile")
+        held = fake.get(LEASES, "specserve-system", "specserve-operator")
+        assert held is not None and held["spec"]["holderIdentity"] == "pod-a"
+        async with http.get(liveness) as response:
+            assert response.status == 200  # now kopf's own probe, on the same port
+    released = fake.get(LEASES, "specserve-system", "specserve-operator")
+    assert released is not None and not released["spec"].get("holderIdentity")  # handed over on a clean stop
+    lease_calls = {r.verb for r in fake.requests if r.resource == LEASES}
+    assert lease_calls == {"get", "update"}  # the Lease existed: read, taken over and renewed by PUT, released
+    uncovered = {
+        (r.group, r.plural, r.subresource, r.verb)
+        for r in fake.requests
+        if r.resource is not None
+        and not allows(REQUIRED_RULES, r.group, r.plural + (f"/{r.subresource}" if r.subresource else ""), r.verb)
+    }
+    assert uncovered == set()  # specserve.kube.rbac (and so the chart) grants every call, the Lease's included
+
+
+async def test_losing_the_lease_stops_the_operator_with_an_error(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    from specserve.commands.run import LeadershipLostError  # noqa: PLC0415
+
+    fake.create(seeded(kimi_doc, "kimi"))
+    async with operator(lease_config("pod-a")) as task:
+        await eventually(lambda: converged(fake, "kimi"), what="reconciled as leader")
+        fake.patch(LEASES, "specserve-system", "specserve-operator", {"spec": {"holderIdentity": "pod-b"}})
+        await eventually(task.done, timeout=15, what="the operator to stop")
+        assert isinstance(task.exception(), LeadershipLostError)
+        start = len(fake.requests)
+        await asyncio.sleep(RESYNC * 3)
+        assert [str(r) for r in fake.requests[start:]] == []  # stopped acting: no calls at all
+    lease = fake.get(LEASES, "specserve-system", "specserve-operator")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "pod-b"  # not released: it was not ours
+
+
+async def test_a_hung_api_call_fails_that_reconcile_only(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
+    fake.add_fault(method="PATCH", path=r"/deployments/stuck-", hang=True, times=None)
+    kube_options = ClientOptions(request_timeout=0.5, attempts=1)
+    stop = asyncio.Event()
+    kube = KubeClient.from_environment(kube_options)
+    task = asyncio.create_task(serve(config(), kube, stop_flag=stop))
+    try:
+        fake.create(seeded(kimi_doc, "stuck"))
+        fake.create(seeded(kimi_doc, "fine"))
+        await eventually(lambda: converged(fake, "fine"), what="the other SpecServe to converge")
+        assert not converged(fake, "stuck")
+        assert not task.done()  # nothing escaped to kill the operator
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=30)

@@ -1,0 +1,143 @@
+"""OperatorConfig, the `specserve run` flags, the kopf settings, and the registry policies applied in serve()."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import kopf
+import pytest
+
+from specserve.commands.run import add_arguments, build_registry, client_options, config_from
+from specserve.config import FINALIZER, OperatorConfig, kopf_settings
+from specserve.finalizers import GONE, drop_finalizers
+from specserve.kopf_errors import kube_errors_are_temporary
+from specserve.kube.client import KubeError
+from specserve.slots import MEMO_KEY, slot
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_flags_reach_the_config() -> None:
+    config = config_from(parse("-n", "llm", "--max-concurrent-reconciles", "3", "--api-timeout-seconds", "7"))
+    assert config.namespaces == ("llm",)
+    assert config.max_concurrent_reconciles == 3 and config.api_timeout_seconds == 7
+    assert config.leader_election is None  # off unless asked for
+    options = client_options(config)
+    assert options.request_timeout == 7 and options.connection_limit >= 2 * 3
+
+
+def test_leader_election_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAME", "specserve-7d9f-abcde")
+    config = config_from(parse("--leader-elect", "--leader-election-namespace", "ops", "--lease-seconds", "30"))
+    election = config.leader_election
+    assert election is not None
+    assert (election.namespace, election.identity, election.lease_seconds) == ("ops", "specserve-7d9f-abcde", 30)
+    assert election.retry_seconds < election.renew_deadline_seconds < election.lease_seconds
+
+
+def test_leader_election_needs_a_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    with pytest.raises(ValueError, match="namespace"):
+        config_from(parse("--leader-elect", "--leader-election-namespace", ""))
+
+
+@pytest.mark.parametrize("bad", [{"max_concurrent_reconciles": 0}, {"api_timeout_seconds": 0}])
+def test_invalid_bounds_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        OperatorConfig(**bad)
+
+
+def test_kopf_settings_bound_kopf_calls_too() -> None:
+    settings = kopf_settings(OperatorConfig(api_timeout_seconds=12, api_connect_timeout_seconds=3))
+    assert settings.networking.request_timeout == 12 and settings.networking.connect_timeout == 3
+    assert settings.persistence.finalizer == FINALIZER  # the old name: kopf removes it where it finds it
+    assert settings.queueing.worker_limit is None
+
+
+def test_no_handler_of_the_operator_requires_a_finalizer() -> None:
+    async def build() -> kopf.OperatorRegistry:  # the switching loop's handlers want a running loop
+        return build_registry(OperatorConfig())
+
+    registry = asyncio.run(build())
+    spawning: list[Any] = list(registry._spawning.get_all_handlers())
+    changing: list[Any] = list(registry._changing.get_all_handlers())
+    assert spawning, "the resync timer is registered"
+    assert all(not h.requires_finalizer for h in [*spawning, *changing])
+
+
+def test_a_deleted_object_no_longer_matches_its_timers() -> None:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.timer("example.com", "v1", "things", interval=1, registry=registry)
+    async def tick(**_: Any) -> None: ...
+
+    drop_finalizers(registry, "example.com", "v1", "things")
+    (timer,) = registry._spawning.get_all_handlers()
+    (watcher,) = registry._watching.get_all_handlers()
+    when: Callable[..., bool] | None = timer.when
+    note: Callable[..., Coroutine[Any, Any, None]] = watcher.fn  # type: ignore[assignment]
+    memo = kopf.Memo()
+    assert when is not None and when(memo=memo)
+    asyncio.run(note(type="MODIFIED", memo=memo))
+    assert when(memo=memo)
+    asyncio.run(note(type="DELETED", memo=memo))
+    assert memo[GONE] and not when(memo=memo)
+
+
+def test_reconciles_share_a_bounded_number_of_slots() -> None:
+    running, most = 0, 0
+
+    async def reconcile(memo: kopf.Memo) -> None:
+        nonlocal running, most
+        async with slot(memo):
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.01)
+            running -= 1
+
+    async def main() -> None:
+        shared = kopf.Memo({MEMO_KEY: asyncio.Semaphore(3)})
+        per_object = [copy.copy(shared) for _ in range(20)]  # what kopf hands each object
+        await asyncio.gather(*(reconcile(memo) for memo in per_object for _ in range(2)))
+
+    asyncio.run(main())
+    assert most == 3
+
+
+def test_no_slots_in_the_memo_means_no_bound() -> None:
+    async def main() -> None:
+        async with slot(kopf.Memo()):
+            pass
+
+    asyncio.run(main())
+
+
+def test_kube_errors_reach_kopf_as_temporary_errors_and_bugs_keep_their_traceback() -> None:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.create("example.com", "v1", "things", registry=registry)
+    async def failing(**_: Any) -> None:
+        raise KubeError(503, "GET /apis/x: HTTP 503: busy")
+
+    @kopf.timer("example.com", "v1", "things", interval=1, registry=registry)
+    async def buggy(**_: Any) -> None:
+        raise ZeroDivisionError
+
+    kube_errors_are_temporary(registry, delay=7)
+    (create,) = registry._changing.get_all_handlers()
+    (timer,) = registry._spawning.get_all_handlers()
+    create_fn: Callable[..., Coroutine[Any, Any, None]] = create.fn  # type: ignore[assignment]
+    timer_fn: Callable[..., Coroutine[Any, Any, None]] = timer.fn  # type: ignore[assignment]
+    with pytest.raises(kopf.TemporaryError) as caught:
+        asyncio.run(create_fn())
+    assert caught.value.delay == 7 and "HTTP 503: busy" in str(caught.value)
+    with pytest.raises(ZeroDivisionError):
+        asyncio.run(timer_fn())
