@@ -1,19 +1,30 @@
-"""kopf wiring: every event and the resync timer call the same reconcile. Nothing else lives here."""
+"""kopf wiring: every event and the resync timer call the same reconcile; the switching loop runs beside it
+(started and stopped with the operator) and triggers that same reconcile when it decides a change."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
-from typing import Any
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any, cast
 
 import kopf
 
 from specserve import telemetry
 from specserve.api.models import GROUP, PLURAL, VERSION, ConditionStatus
 from specserve.config import OperatorConfig
+from specserve.finalizers import GONE
+from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
+from specserve.render.manifests import LABEL_INSTANCE
+from specserve.slots import slot
 from specserve.status import READY
+from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
+from specserve.switching.sources import Sources
+
+log = logging.getLogger(__name__)
 
 
 def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,22 +48,36 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
             telemetry.SPECULATIVE_WEIGHT.labels(ns, name).set(outcome.status.weights.speculative)
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
-    resource = (GROUP, VERSION, PLURAL)
+def _warn(body: Mapping[str, Any], reason: str, message: str) -> None:
+    # Outside a kopf handler (a reconcile the switching loop triggered) kopf has no event queue: the log remains.
+    with contextlib.suppress(LookupError):
+        kopf.warn(kopf.Body(cast(kopf.RawBody, dict(body))), reason=reason, message=message)
 
-    async def run_once(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger) -> None:
+
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  # noqa: PLR0915 (one wiring)
+    resource = (GROUP, VERSION, PLURAL)
+    tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
+
+    async def run_once(body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger) -> None:
         kube: Kube = memo["kube"]
-        # One reconcile per object at a time: the resync timer and change handlers may fire together.
+        # One reconcile per object at a time: the resync timer, change handlers and the switching loop.
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
-        async with lock:
-            plain = _plain(body)
-            outcome = await reconcile(kube, plain, last_write=memo.get("last_write"))
+        async with lock, slot(memo):  # the slot inside the lock: triggers queued behind it hold none
+            if memo.get(GONE):  # deleted (no finalizer holds it): triggers queued before must not re-create children
+                return
+            # The freshest body the watch delivered (status included) beats the one this handler was handed.
+            latest = tracked.get(Registry.key(body))
+            plain = latest.body if latest is not None else _plain(body)
+            outcome = await reconcile(kube, plain, last_write=memo.get("last_write"), install=config.install_policy)
             if outcome.write is not None:
                 memo["last_write"] = outcome.write
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
-            kopf.warn(body, reason="InvalidSpec", message=outcome.invalid)
+            _warn(body, "InvalidSpec", outcome.invalid)
             logger.warning("spec rejected, nothing changed: %s", outcome.invalid)
+        for reason, message in outcome.warnings:  # e.g. DowntimeAhead, posted before the next pass acts
+            _warn(body, reason, message)
+            logger.warning("%s: %s", reason, message)
         for ref in outcome.applied:
             logger.info("applied %s", ref)
         for ref in outcome.pruned:
@@ -73,3 +98,50 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.timer(*resource, interval=config.resync_seconds, initial_delay=config.resync_seconds, registry=registry)
     async def resync(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
         await run_once(body, memo, logger)
+
+    @kopf.on.event(*resource, registry=registry)
+    async def track(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        # Every watch event, status-only changes included; no API call, no kopf bookkeeping.
+        if event.get("type") == "DELETED":
+            tracked.forget(body)
+        else:
+            tracked.update(_plain(body), memo)
+
+    @kopf.on.event("apps", "v1", "deployments", labels={LABEL_INSTANCE: kopf.PRESENT}, registry=registry)
+    async def pool_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        # A pool's readiness moved: reconcile its owner now, not at the next resync, so traffic leaves a pool that
+        # lost its last Ready replica at once and a rollout takes its next step as soon as a pool is Ready.
+        # Deletions are left to the resync: the garbage collector deletes the pools of a deleted SpecServe.
+        if event.get("type") == "DELETED":
+            return
+        meta = body.get("metadata") or {}
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "SpecServe"), None)
+        item = tracked.get((str(meta.get("namespace", "")), str(owner["name"]))) if owner else None
+        if item is None or owner is None:
+            return
+        owner_meta = item.body.get("metadata") or {}
+        if owner_meta.get("uid") == owner.get("uid") and not owner_meta.get("deletionTimestamp"):
+            await run_once(item.body, item.memo, log)
+
+    @kopf.on.startup(registry=registry)
+    async def start_switching(memo: kopf.Memo, **_: Any) -> None:
+        sources = Sources()
+
+        async def trigger(item: Tracked) -> None:
+            await run_once(item.body, item.memo, log)
+
+        loop = SwitchingLoop(
+            tracked, memo["kube"], sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url)
+        )
+        stop = asyncio.Event()
+        memo["switching"] = (stop, asyncio.create_task(loop.run(stop), name="specserve switching"), sources)
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_switching(memo: kopf.Memo, **_: Any) -> None:
+        stop, task, sources = memo.get("switching", (None, None, None))
+        if stop is None:
+            return
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await sources.close()

@@ -1,0 +1,126 @@
+"""PromQL for the load signal (pure).
+
+The operator's PodMonitor relabels every engine series with the SpecServe and pool it comes from
+(render/templates/podmonitor.yaml.j2), and the Prometheus Operator adds `namespace`. So one query per signal,
+grouped by (namespace, specserve_instance, specserve_pool), reads every SpecServe sharing a Prometheus at once:
+the cost of a round does not grow with the number of SpecServes. A SpecServe whose cluster relabels differently
+sets `spec.switching.metrics.seriesSelector` (label matchers with $namespace, $name and $pool) and gets its own
+queries, one per signal and pool.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass
+from enum import StrEnum
+
+LABEL_NAMESPACE = "namespace"
+LABEL_INSTANCE = "specserve_instance"
+LABEL_POOL = "specserve_pool"
+GROUP_LABELS = (LABEL_NAMESPACE, LABEL_INSTANCE, LABEL_POOL)
+DEFAULT_MATCHERS = f'{LABEL_INSTANCE}!=""'
+SELECTOR_FIELD = "spec.switching.metrics.seriesSelector"
+
+
+class Signal(StrEnum):
+    RUNNING = "running"
+    QUEUED = "queued"
+    TOKENS = "tokens_per_second"
+    TTFT_P50 = "ttft_p50"
+    TTFT_P99 = "ttft_p99"
+    TPOT_P50 = "tpot_p50"
+    TPOT_P99 = "tpot_p99"
+    ACCEPT_LENGTH = "accept_length"
+    SPEC_STEPS = "spec_num_steps"
+    FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
+
+
+# The signals demand is made of: without them a pool's load is unknown.
+DEMAND_SIGNALS = (Signal.RUNNING, Signal.QUEUED, Signal.FRESHNESS)
+
+
+@dataclass(frozen=True, order=True)
+class PoolKey:
+    namespace: str
+    name: str  # the SpecServe
+    pool: str  # speculative, baseline or engine (render.manifests.PoolRole)
+
+
+@dataclass(frozen=True)
+class Query:
+    signal: Signal
+    promql: str
+    key: PoolKey | None = None  # None: grouped, each result's labels name its pool; else the one pool it reads
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Range windows of one round, in whole seconds."""
+
+    smooth: int  # avg_over_time of the gauges: about two evaluation intervals
+    rate: int  # rate() and histogram quantiles need several scrapes in the window
+
+    @classmethod
+    def of(cls, evaluation_seconds: float, scrape_seconds: float) -> Windows:
+        smooth = max(2 * evaluation_seconds, 2 * scrape_seconds)
+        return cls(smooth=math.ceil(smooth), rate=math.ceil(max(smooth, 4 * scrape_seconds)))
+
+
+def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) -> str:
+    group = f" by ({', '.join(by)})" if by else ""
+    bucket = f" by ({', '.join((*by, 'le'))})"
+
+    def quantile(q: float, histogram: str) -> str:
+        return f"histogram_quantile({q}, sum{bucket} (rate({histogram}_bucket{{{matchers}}}[{windows.rate}s])))"
+
+    smooth = f"[{windows.smooth}s]"
+    match signal:
+        case Signal.RUNNING:
+            return f"sum{group} (avg_over_time(sglang:num_running_reqs{{{matchers}}}{smooth}))"
+        case Signal.QUEUED:
+            return f"sum{group} (avg_over_time(sglang:num_queue_reqs{{{matchers}}}{smooth}))"
+        case Signal.TOKENS:
+            return f"sum{group} (rate(sglang:generation_tokens_total{{{matchers}}}[{windows.rate}s]))"
+        case Signal.TTFT_P50:
+            return quantile(0.5, "sglang:time_to_first_token_seconds")
+        case Signal.TTFT_P99:
+            return quantile(0.99, "sglang:time_to_first_token_seconds")
+        case Signal.TPOT_P50:
+            return quantile(0.5, "sglang:request_time_per_output_token_seconds")
+        case Signal.TPOT_P99:
+            return quantile(0.99, "sglang:request_time_per_output_token_seconds")
+        case Signal.ACCEPT_LENGTH:
+            return f"avg{group} (avg_over_time(sglang:spec_accept_length{{{matchers}}}{smooth}))"
+        case Signal.SPEC_STEPS:
+            return f"avg{group} (sglang:spec_num_steps{{{matchers}}})"  # the steps active now
+        case Signal.FRESHNESS:
+            return f"min{group} (timestamp(sglang:num_running_reqs{{{matchers}}}))"
+
+
+def grouped_queries(windows: Windows) -> list[Query]:
+    """One query per signal for every SpecServe labelled by our PodMonitor."""
+    return [Query(signal, _expr(signal, DEFAULT_MATCHERS, windows, GROUP_LABELS)) for signal in Signal]
+
+
+class SelectorError(ValueError):
+    """The seriesSelector template cannot be filled in (worded for users, names the field)."""
+
+
+def render_selector(template: str, namespace: str, name: str, pool: str) -> str:
+    try:
+        return string.Template(template).substitute(namespace=namespace, name=name, pool=pool)
+    except (KeyError, ValueError) as exc:
+        raise SelectorError(
+            f"{SELECTOR_FIELD}: only $namespace, $name and $pool may be substituted ({exc!r} in {template!r})"
+        ) from exc
+
+
+def selector_queries(template: str, namespace: str, name: str, pools: tuple[str, ...], windows: Windows) -> list[Query]:
+    """A SpecServe's own queries from its seriesSelector: one per signal and pool."""
+    out = []
+    for pool in pools:
+        matchers = render_selector(template, namespace, name, pool)
+        key = PoolKey(namespace, name, pool)
+        out += [Query(signal, _expr(signal, matchers, windows, ()), key) for signal in Signal]
+    return out

@@ -1,0 +1,203 @@
+"""Read the load of every SpecServe due this round, at a cost that does not grow with their number.
+
+SpecServes are grouped by source: per Prometheus URL and query window, one grouped query per signal covers
+them all (plus each seriesSelector SpecServe's own queries in the same batch); Direct SpecServes are scraped
+pod by pod. Deployments (Ready pods) and, for Direct, Pods are listed once per namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from specserve.api.models import Mode, SpecServe, Strategy
+from specserve.kube.client import KubeError
+from specserve.kube.kinds import DEPLOYMENT, POD, Kind
+from specserve.metrics.promql import PoolKey, Query, SelectorError, Windows, grouped_queries, selector_queries
+from specserve.metrics.results import QueryResult
+from specserve.metrics.signal import PoolTarget, Reading, Target, failed, index, read
+from specserve.render.manifests import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
+from specserve.switching.pools import PoolState, pool_states
+from specserve.switching.record import Source
+
+JSON = dict[str, Any]
+MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
+NO_PROMETHEUS = "NoPrometheus"
+KUBE_FAILED = "KubeReadFailed"
+
+
+class KubeReader(Protocol):
+    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
+
+
+class QueryReader(Protocol):
+    async def read(self, queries: Sequence[Query]) -> list[QueryResult]: ...
+
+
+class PodReader(Protocol):
+    async def read(self, pods: Mapping[PoolKey, Sequence[str]], windows: Windows) -> list[QueryResult]: ...
+
+
+class Readers(Protocol):
+    def prometheus(self, url: str) -> QueryReader: ...
+
+    @property
+    def direct(self) -> PodReader: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one due SpecServe is read."""
+
+    obj: SpecServe
+    mode: Mode  # the target mode now (Restart's one pool reports as speculative or baseline by it)
+    windows: Windows
+    url: str | None  # Prometheus; None with the Direct source
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.obj.metadata.namespace, self.obj.metadata.name
+
+    @property
+    def direct(self) -> bool:
+        return self.obj.spec.switching.metrics.source == "Direct"
+
+    @property
+    def source(self) -> Source:
+        selector = self.obj.spec.switching.metrics.series_selector
+        if self.direct:
+            return Source("the pods' /metrics (Direct)")
+        return Source(f"Prometheus at {self.url}", selector_override=selector is not None)
+
+
+def plan(obj: SpecServe, mode: Mode, default_url: str | None) -> Plan:
+    switching = obj.spec.switching
+    windows = Windows.of(switching.evaluation_interval_seconds, obj.spec.monitoring.interval_seconds)
+    return Plan(obj, mode, windows, switching.metrics.prometheus_url or default_url)
+
+
+def target_of(p: Plan, states: tuple[PoolState, ...]) -> Target:
+    adaptive = p.obj.spec.strategy is Strategy.ADAPTIVE
+    pools = tuple(PoolTarget(s.role, s.ready, s.speculative or adaptive) for s in states)
+    return Target(p.obj.metadata.namespace, p.obj.metadata.name, pools, p.obj.spec.monitoring.interval_seconds)
+
+
+async def _list_by_namespace(kube: KubeReader, kind: Kind, namespaces: set[str]) -> dict[str, list[JSON] | str]:
+    async def one(ns: str) -> list[JSON] | str:
+        try:
+            return await kube.list(kind, ns, MANAGED)
+        except KubeError as exc:
+            return str(exc)
+
+    names = sorted(namespaces)
+    return dict(zip(names, await asyncio.gather(*(one(ns) for ns in names)), strict=True))
+
+
+def _by_name(items: list[JSON]) -> dict[str, JSON]:
+    return {(i.get("metadata") or {}).get("name", ""): i for i in items}
+
+
+def pod_urls(obj: SpecServe, pods: list[JSON]) -> dict[PoolKey, list[str]]:
+    """The /metrics URLs of a SpecServe's Running pods with an IP, by pool (pure)."""
+    out: dict[PoolKey, list[str]] = defaultdict(list)
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        status = pod.get("status") or {}
+        if labels.get(LABEL_INSTANCE) != obj.metadata.name or status.get("phase") != "Running":
+            continue
+        if status.get("podIP") and labels.get(LABEL_POOL):
+            key = PoolKey(obj.metadata.namespace, obj.metadata.name, labels[LABEL_POOL])
+            out[key].append(f"http://{status['podIP']}:{obj.spec.engine.port}/metrics")
+    return out
+
+
+@dataclass(frozen=True)
+class Gathered:
+    reading: Reading
+    pools: tuple[PoolState, ...]
+
+
+NO_URL = "no Prometheus: set spec.switching.metrics.prometheusUrl or run the operator with --prometheus-url"
+
+
+class _Round:
+    """One round's bookkeeping: which queries and scrapes to send, and whose readings they make."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.out: dict[tuple[str, str], Gathered] = {}
+        self.targets: dict[tuple[str, str], Target] = {}
+        self.queries: dict[tuple[str, Windows], list[Query]] = defaultdict(list)
+        self.scrapes: dict[Windows, dict[PoolKey, list[str]]] = defaultdict(dict)
+        self.members: dict[tuple[str, Windows] | Windows, list[Plan]] = defaultdict(list)
+
+    def fail(self, p: Plan, states: tuple[PoolState, ...], reason: str, message: str) -> None:
+        self.out[p.key] = Gathered(failed(self.now, reason, message), states)
+
+    def add_direct(self, p: Plan, pods: list[JSON]) -> None:
+        urls = pod_urls(p.obj, pods)
+        for pool in self.targets[p.key].pools:
+            key = PoolKey(p.obj.metadata.namespace, p.obj.metadata.name, pool.role)
+            self.scrapes[p.windows][key] = urls.get(key, [])
+        self.members[p.windows].append(p)
+
+    def add_prometheus(self, p: Plan, url: str) -> str | None:
+        group = (url, p.windows)
+        selector = p.obj.spec.switching.metrics.series_selector
+        own: list[Query] = []
+        if selector is not None:
+            roles = tuple(pool.role for pool in self.targets[p.key].pools)
+            try:
+                own = selector_queries(selector, p.obj.metadata.namespace, p.obj.metadata.name, roles, p.windows)
+            except SelectorError as exc:
+                return str(exc)
+        if not self.queries[group]:
+            self.queries[group] += grouped_queries(p.windows)  # once per Prometheus and window, for all
+        self.queries[group] += own
+        self.members[group].append(p)
+        return None
+
+    def settle(self, members: list[Plan], results: list[QueryResult]) -> None:
+        by_query = index(results)
+        for p in members:
+            self.out[p.key] = Gathered(read(self.targets[p.key], by_query, self.now), self.out[p.key].pools)
+
+
+async def gather(
+    kube: KubeReader, readers: Readers, plans: Sequence[Plan], now: float
+) -> dict[tuple[str, str], Gathered]:
+    deployments = await _list_by_namespace(kube, DEPLOYMENT, {p.obj.metadata.namespace for p in plans})
+    direct_ns = {p.obj.metadata.namespace for p in plans if p.direct}
+    pods = await _list_by_namespace(kube, POD, direct_ns) if direct_ns else {}
+    r = _Round(now)
+    for p in plans:
+        ns = p.obj.metadata.namespace
+        listed = deployments[ns]
+        if isinstance(listed, str):
+            r.fail(p, (), KUBE_FAILED, f"cannot read the pools' Deployments: {listed}")
+            continue
+        states = pool_states(p.obj, p.mode, _by_name(listed))
+        r.targets[p.key] = target_of(p, states)
+        r.fail(p, states, "NotRead", "not read")  # replaced once read
+        if p.direct:
+            listed_pods = pods.get(ns, [])
+            if isinstance(listed_pods, str):
+                r.fail(p, states, KUBE_FAILED, f"cannot list the pods: {listed_pods}")
+            else:
+                r.add_direct(p, listed_pods)
+        elif p.url is None:
+            r.fail(p, states, NO_PROMETHEUS, NO_URL)
+        elif (problem := r.add_prometheus(p, p.url)) is not None:
+            r.fail(p, states, "QueryRefused", problem)
+
+    async def run_prometheus(group: tuple[str, Windows]) -> None:
+        r.settle(r.members[group], await readers.prometheus(group[0]).read(r.queries[group]))
+
+    async def run_direct(windows: Windows) -> None:
+        r.settle(r.members[windows], await readers.direct.read(r.scrapes[windows], windows))
+
+    await asyncio.gather(*(run_prometheus(g) for g in r.queries), *(run_direct(w) for w in r.scrapes))
+    return r.out

@@ -1,0 +1,210 @@
+"""The switching loop: one task per operator, ticking about once a second, evaluating the SpecServes whose
+own spec.switching.evaluationIntervalSeconds is due. kopf timers have one fixed interval, and a daemon per
+SpecServe would send one query per SpecServe; one loop reads them all with one query per signal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from specserve import telemetry
+from specserve.api.models import SpecServe
+from specserve.api.validation import InvalidSpecServe, parse_object
+from specserve.kube.client import KubeError
+from specserve.kube.kinds import Kind
+from specserve.policy.curves import ModeCurves, curves_from_spec
+from specserve.policy.knobs import knobs_from_spec
+from specserve.policy.types import Action, Knobs
+from specserve.reconcile import current_status
+from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
+from specserve.switching.gather import Gathered, Plan, Readers, gather, plan
+from specserve.switching.record import became_unavailable
+from specserve.switching.state import resume
+
+log = logging.getLogger(__name__)
+JSON = dict[str, Any]
+Key = tuple[str, str]
+
+
+class Kube(Protocol):
+    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
+    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None: ...
+    async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None: ...
+
+
+@dataclass
+class Tracked:
+    """A SpecServe as the watch last delivered it, and its per-object kopf memo (the lock and `last_write`
+    shared with the reconcile handlers)."""
+
+    body: JSON
+    memo: MutableMapping[str, Any]
+
+
+@dataclass
+class Registry:
+    """What the loop evaluates: fed by a kopf event handler with every watch event (status changes included)."""
+
+    items: dict[Key, Tracked] = field(default_factory=dict)
+
+    @staticmethod
+    def key(body: Mapping[str, Any]) -> Key:
+        meta = body.get("metadata") or {}
+        return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+    def update(self, body: JSON, memo: MutableMapping[str, Any]) -> Tracked:
+        tracked = self.items.get(self.key(body))
+        if tracked is None:
+            tracked = self.items[self.key(body)] = Tracked(body, memo)
+        tracked.body, tracked.memo = body, memo
+        return tracked
+
+    def forget(self, body: Mapping[str, Any]) -> None:
+        self.items.pop(self.key(body), None)
+
+    def get(self, key: Key) -> Tracked | None:
+        return self.items.get(key)
+
+
+Trigger = Callable[[Tracked], Awaitable[None]]
+
+
+def next_due(now: float, interval: float) -> float:
+    """The next multiple of the interval on the clock: SpecServes with the same interval fall due in the same
+    round whenever they were created, so they share its queries and Deployment lists."""
+    return (math.floor(now / interval) + 1) * interval
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    prometheus_url: str | None = None  # the operator's --prometheus-url
+    tick_seconds: float = 1.0
+
+
+@dataclass
+class RoundReport:
+    evaluated: int = 0
+    written: int = 0
+    changed: int = 0
+    seconds: float = 0.0
+
+
+class SwitchingLoop:
+    def __init__(
+        self,
+        registry: Registry,
+        kube: Kube,
+        readers: Readers,
+        decide: Decide,
+        trigger: Trigger,
+        config: LoopConfig,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry, self.kube, self.readers, self.decide = registry, kube, readers, decide
+        self.trigger, self.config, self.clock = trigger, config, clock
+        self._memory: dict[Key, Memory] = {}
+        self._due: dict[Key, float] = {}
+        self._curves: dict[Key, tuple[Any, ModeCurves | None]] = {}
+
+    def _curves_of(self, key: Key, obj: SpecServe) -> ModeCurves | None:
+        cached = self._curves.get(key)  # building curves is pure but not free: once per spec change
+        if cached is None or cached[0] is not obj.spec.switching:
+            cached = self._curves[key] = (obj.spec.switching, curves_from_spec(obj.spec.switching))
+        return cached[1]
+
+    def _due_now(self, now: float) -> list[tuple[Tracked, SpecServe, Plan]]:
+        due = []
+        for key in list(self._memory):
+            if key not in self.registry.items:  # deleted
+                self._memory.pop(key, None)
+                self._due.pop(key, None)
+                self._curves.pop(key, None)
+        for key, tracked in list(self.registry.items.items()):
+            if now < self._due.get(key, -math.inf):
+                continue
+            try:
+                obj = parse_object(tracked.body)
+            except (InvalidSpecServe, ValidationError):
+                continue  # the reconcile reports it; the last good target keeps serving
+            status = current_status(tracked.body, tracked.memo.get("last_write"))
+            mode = resume(obj, status, now).mode
+            due.append((tracked, obj, plan(obj, mode, self.config.prometheus_url)))
+        return due
+
+    async def run_round(self) -> RoundReport:
+        started, now = time.perf_counter(), self.clock()
+        due = self._due_now(now)
+        report = RoundReport()
+        if not due:
+            return report
+        gathered = await gather(self.kube, self.readers, [p for _, _, p in due], now)
+        for tracked, obj, p in due:
+            self._due[p.key] = next_due(now, obj.spec.switching.evaluation_interval_seconds)
+            try:
+                done = await self._evaluate(tracked, obj, p, gathered[p.key], now)
+            except KubeError as exc:
+                log.warning("switching %s/%s: status write failed, retried next round: %s", *p.key, exc)
+                continue
+            report.evaluated += 1
+            report.written += done.written
+            report.changed += done.changed
+        report.seconds = time.perf_counter() - started
+        telemetry.EVALUATION_SECONDS.observe(report.seconds)
+        return report
+
+    async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: Plan, got: Gathered, now: float) -> Evaluation:
+        knobs: Knobs = knobs_from_spec(obj)
+        inputs = (self.decide, knobs, self._curves_of(p.key, obj))
+        memory = self._memory.get(p.key)
+        done = await evaluate(
+            self.kube, tracked.body, tracked.memo, obj, inputs, got.reading, got.pools, p.source, memory, now
+        )
+        self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
+        await self._tell(tracked, obj, done, got)
+        if done.changed:
+            await self.trigger(tracked)  # realise the new target now, not at the next resync
+        return done
+
+    async def _tell(self, tracked: Tracked, obj: SpecServe, done: Evaluation, got: Gathered) -> None:
+        ns, name = obj.metadata.namespace, obj.metadata.name
+        verdict, reading = done.verdict, got.reading
+        telemetry.EVALUATIONS.labels(ns, name, "unknown" if reading.reason else "known").inc()
+        telemetry.DEMAND.labels(ns, name).set(reading.sample.demand if reading.sample.demand is not None else math.nan)
+        if reading.reason:
+            telemetry.METRIC_ERRORS.labels(ns, name, reading.reason).inc()
+        if done.persisted is not None and done.persisted.weights is not None:
+            telemetry.TARGET_WEIGHT.labels(ns, name, "speculative").set(done.persisted.weights.speculative)
+            telemetry.TARGET_WEIGHT.labels(ns, name, "baseline").set(done.persisted.weights.baseline)
+        if verdict.action is not Action.HOLD:
+            rule = telemetry.rule_of(verdict.reason)
+            telemetry.DECISIONS.labels(ns, name, verdict.action.value, rule, str(verdict.applied).lower()).inc()
+        if done.changed:
+            telemetry.SWITCHES.labels(ns, name, verdict.action.value).inc()
+            message = f"{done.from_mode.value if done.from_mode else '-'} -> {verdict.mode.value}"
+            if verdict.weights is not None:
+                message += f" (weights {verdict.weights.speculative}/{verdict.weights.baseline})"
+            await self.kube.post_event(
+                tracked.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}"
+            )
+            log.info("switching %s/%s: %s", ns, name, message)
+        unavailable = became_unavailable(done.before, done.after)
+        if unavailable is not None:
+            await self.kube.post_event(tracked.body, reason="MetricsUnavailable", message=unavailable, type_="Warning")
+            log.warning("switching %s/%s: load unknown: %s", ns, name, unavailable)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_round()
+            except Exception:  # one bad round must not end switching for every SpecServe
+                log.exception("switching round failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.config.tick_seconds)

@@ -1,0 +1,165 @@
+"""A verdict and a reading -> the status the switching loop writes (pure): status.switching, lastDecision,
+a bounded history, the load snapshot, and the MetricsAvailable and Switching conditions.
+
+Steady state writes nothing: every field here only changes when something worth telling changed. The load
+snapshot is refreshed with each decision, or when demand moves materially (LOAD_RELATIVE and LOAD_ABSOLUTE),
+or when it turns known or unknown. Condition messages carry no moving numbers for the same reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from specserve.api.models import (
+    HISTORY_LIMIT,
+    ConditionStatus,
+    Decision,
+    LoadSnapshot,
+    Mode,
+    PoolLoad,
+    SpecServeStatus,
+)
+from specserve.metrics.promql import SELECTOR_FIELD
+from specserve.metrics.signal import Reading, Reason
+from specserve.policy.types import Action, PolicyState, PoolSignal, Verdict
+from specserve.status import METRICS_AVAILABLE, SWITCHING, set_condition
+from specserve.switching.state import rfc3339, to_status
+
+FAILURE_THRESHOLD = 3  # consecutive unknown evaluations before MetricsAvailable turns False
+LOAD_RELATIVE = 0.10
+LOAD_ABSOLUTE = 1.0
+
+
+def decision(verdict: Verdict, from_mode: Mode, now: float) -> Decision:
+    return Decision(
+        time=rfc3339(now),
+        from_mode=from_mode,
+        to_mode=verdict.mode,
+        reason=verdict.reason,
+        concurrency=round(verdict.demand, 2) if verdict.demand is not None else None,
+        applied=verdict.applied,
+        action=verdict.action.value,
+        weights=verdict.weights,
+    )
+
+
+def is_new(verdict: Verdict, last: Decision | None) -> bool:
+    """Worth a history entry: a change, or (advisory) a recommendation that differs from the last one recorded.
+    An advisory verdict repeats every round because nothing acts on it; it is recorded once."""
+    if verdict.action is Action.HOLD:
+        return False
+    if verdict.applied:
+        return True
+    return last is None or (last.action, last.to_mode, last.weights, last.applied) != (
+        verdict.action.value,
+        verdict.mode,
+        verdict.weights,
+        False,
+    )
+
+
+def with_decision(status: SpecServeStatus, entry: Decision) -> SpecServeStatus:
+    history = [*status.history, entry][-HISTORY_LIMIT:]
+    return status.model_copy(update={"last_decision": entry, "history": history})
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+def pool_load(pool: Literal["speculative", "baseline"], signal: PoolSignal) -> PoolLoad:
+    return PoolLoad(
+        pool=pool,
+        ready=signal.ready_replicas,
+        running=_round(signal.running),
+        queued=_round(signal.queued),
+        tokens_per_second=_round(signal.tokens_per_second, 1),
+        ttft_p99_seconds=_round(signal.ttft_p99, 3),
+        tpot_p99_seconds=_round(signal.tpot_p99, 4),
+        accept_length=_round(signal.accept_length),
+        spec_num_steps=_round(signal.spec_num_steps),
+    )
+
+
+def snapshot(reading: Reading, now: float) -> LoadSnapshot:
+    """Demand and per-pool load; written with decisions or when demand moves (see `load_moved`), so the per-pool
+    numbers are those of the last such moment, not of every evaluation."""
+    sample = reading.sample
+    pools = [p for p in (sample.speculative, sample.baseline) if p is not None]
+    queued = [p.queued for p in pools if p.queued is not None]
+    per_pool = [pool_load("speculative", sample.speculative)] if sample.speculative is not None else []
+    per_pool += [pool_load("baseline", sample.baseline)] if sample.baseline is not None else []
+    return LoadSnapshot(
+        concurrency=_round(sample.demand),
+        queued=round(sum(queued), 2) if queued and sample.demand is not None else None,
+        time=rfc3339(now),
+        pools=per_pool,
+    )
+
+
+def load_moved(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
+    if old is None:
+        return True
+    if (old.concurrency is None) != (new.concurrency is None):
+        return True
+    if old.concurrency is None or new.concurrency is None:
+        return False
+    delta = abs(new.concurrency - old.concurrency)
+    return delta >= LOAD_ABSOLUTE and delta > LOAD_RELATIVE * max(old.concurrency, new.concurrency)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the load is read, for condition messages."""
+
+    description: str  # e.g. "Prometheus at http://prometheus:9090" or "the pods' /metrics"
+    selector_override: bool = False
+
+
+def metrics_condition(
+    status: SpecServeStatus, reading: Reading, streak: int, source: Source, generation: int | None, now: str
+) -> SpecServeStatus:
+    """True when demand is known; False after FAILURE_THRESHOLD unknown rounds in a row, naming the reason and
+    the query (and the field to fix when Prometheus refused a seriesSelector query); else left as it was."""
+    if reading.reason is None:
+        cond = (ConditionStatus.TRUE, "Reading", f"load read from {source.description}")
+    elif streak >= FAILURE_THRESHOLD:
+        message = f"{reading.sample.error} (query: {reading.query})" if reading.query else str(reading.sample.error)
+        if reading.reason == Reason.QUERY_REFUSED and source.selector_override and SELECTOR_FIELD not in message:
+            message += f"; fix {SELECTOR_FIELD}"
+        message += f"; {streak} evaluations in a row without load: no switch until it is read again"
+        cond = (ConditionStatus.FALSE, reading.reason, message)
+    else:
+        return status
+    old = next((c for c in status.conditions if c.type == METRICS_AVAILABLE), None)
+    if old is not None and (old.status, old.reason) == cond[:2] and cond[0] == ConditionStatus.FALSE:
+        # The streak count moves every round: keep the first message rather than write every round.
+        return status
+    conditions = set_condition(status.conditions, METRICS_AVAILABLE, *cond, generation, now)
+    return status.model_copy(update={"conditions": conditions})
+
+
+def switching_condition(
+    status: SpecServeStatus, converging: str | None, state: PolicyState, generation: int | None, now: str
+) -> SpecServeStatus:
+    """True while a change converges (the reconcile has not realised the target yet), with what it waits for."""
+    if converging is not None:
+        cond = (ConditionStatus.TRUE, "Converging", converging)
+    else:
+        cond = (ConditionStatus.FALSE, "Stable", f"serving {state.mode.value}")
+    conditions = set_condition(status.conditions, SWITCHING, *cond, generation, now)
+    return status.model_copy(update={"conditions": conditions})
+
+
+def with_state(status: SpecServeStatus, state: PolicyState) -> SpecServeStatus:
+    return status.model_copy(update={"switching": to_status(state)})
+
+
+def became_unavailable(before: SpecServeStatus, after: SpecServeStatus) -> str | None:
+    """The message when MetricsAvailable just turned False (one Warning event per outage)."""
+    old = next((c for c in before.conditions if c.type == METRICS_AVAILABLE), None)
+    new = next((c for c in after.conditions if c.type == METRICS_AVAILABLE), None)
+    if new is not None and new.status == ConditionStatus.FALSE and (old is None or old.status != new.status):
+        return new.message
+    return None

@@ -1,0 +1,60 @@
+"""The production readers: one Prometheus client per URL (kept across rounds) and one Direct scraper."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import aiohttp
+
+from specserve import telemetry
+from specserve.metrics.direct import DirectSource, http_fetch
+from specserve.metrics.prometheus import DEFAULT_TIMEOUT, PrometheusSource
+from specserve.metrics.promql import PoolKey, Query, Windows
+from specserve.metrics.results import QueryResult
+
+
+class _Counted:
+    def __init__(self, source: PrometheusSource) -> None:
+        self.source = source
+
+    async def read(self, queries: Sequence[Query]) -> list[QueryResult]:
+        telemetry.METRIC_QUERIES.labels("prometheus").inc(len(queries))
+        return await self.source.read(queries)
+
+
+class _CountedDirect:
+    def __init__(self, source: DirectSource) -> None:
+        self.source = source
+
+    async def read(self, pods: Mapping[PoolKey, Sequence[str]], windows: Windows) -> list[QueryResult]:
+        telemetry.METRIC_QUERIES.labels("direct").inc(len({u for us in pods.values() for u in us}))
+        return await self.source.read(pods, windows)
+
+
+class Sources:
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._prometheus: dict[str, _Counted] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._direct = _CountedDirect(DirectSource(self._fetch, time.time))
+
+    async def _fetch(self, url: str) -> str:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return await http_fetch(self._session, url, self.timeout)
+
+    def prometheus(self, url: str) -> _Counted:
+        if url not in self._prometheus:
+            self._prometheus[url] = _Counted(PrometheusSource(url, self.timeout))
+        return self._prometheus[url]
+
+    @property
+    def direct(self) -> _CountedDirect:
+        return self._direct
+
+    async def close(self) -> None:
+        for reader in self._prometheus.values():
+            reader.source.close()
+        if self._session is not None:
+            await self._session.close()

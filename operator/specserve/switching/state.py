@@ -1,0 +1,96 @@
+"""PolicyState <-> status.switching (pure). Times are epoch seconds in the policy, RFC3339 in status (UTC, to
+the millisecond, so a round trip is exact at that resolution)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from specserve.api.models import SpecServe, SpecServeStatus, SwitchingState
+from specserve.policy.switching import initial_state
+from specserve.policy.types import PolicyState
+
+
+def rfc3339(t: float) -> str:
+    stamp = datetime.fromtimestamp(round(t, 3), UTC)
+    if stamp.microsecond == 0:
+        return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+def epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _opt(text: str | None) -> float | None:
+    return epoch(text) if text is not None else None
+
+
+def to_status(state: PolicyState) -> SwitchingState:
+    return SwitchingState(
+        mode=state.mode,
+        mode_since=rfc3339(state.mode_since),
+        weights=state.weights,
+        last_switch=rfc3339(state.last_switch) if state.last_switch is not None else None,
+        regret=state.regret,
+        restarts=[rfc3339(t) for t in state.restarts],
+        pending=state.pending,
+        pending_since=rfc3339(state.pending_since) if state.pending_since is not None else None,
+        unknown_streak=state.unknown_streak,
+        last_evaluation=rfc3339(state.last_evaluation) if state.last_evaluation is not None else None,
+        adaptive_crossover=state.adaptive_crossover,
+    )
+
+
+def from_status(saved: SwitchingState) -> PolicyState:
+    return PolicyState(
+        mode=saved.mode,
+        mode_since=epoch(saved.mode_since),
+        weights=saved.weights,
+        last_switch=_opt(saved.last_switch),
+        regret=saved.regret,
+        restarts=tuple(epoch(t) for t in saved.restarts),
+        pending=saved.pending,
+        pending_since=_opt(saved.pending_since),
+        unknown_streak=saved.unknown_streak,
+        last_evaluation=_opt(saved.last_evaluation),
+        adaptive_crossover=saved.adaptive_crossover,
+    )
+
+
+def first_state(obj: SpecServe, status: SpecServeStatus, now: float) -> PolicyState:
+    """Before the first decision: what the reconcile serves now (spec.switching.initialMode and its weights)."""
+    return initial_state(obj, obj.spec.switching.initial_mode, now)
+
+
+def resume(obj: SpecServe, status: SpecServeStatus, now: float) -> PolicyState:
+    """The policy's state as status keeps it (an operator restarted mid-switch resumes from here)."""
+    if status.switching is None:
+        return first_state(obj, status, now)
+    return from_status(status.switching)
+
+
+def material(state: PolicyState) -> PolicyState:
+    """The part of the state worth an API write on its own. The evaluation time and the unknown streak change
+    every round and live in memory between decisions; regret is written with them (see `worth_writing`)."""
+    return PolicyState(
+        mode=state.mode,
+        mode_since=round(state.mode_since, 3),
+        weights=state.weights,
+        last_switch=round(state.last_switch, 3) if state.last_switch is not None else None,
+        restarts=tuple(round(t, 3) for t in state.restarts),
+        pending=state.pending,
+        pending_since=round(state.pending_since, 3) if state.pending_since is not None else None,
+        adaptive_crossover=state.adaptive_crossover,
+    )
+
+
+REGRET_STEP = 0.25  # regret is persisted when it moved by more than this fraction since last written
+
+
+def worth_writing(saved: PolicyState, new: PolicyState) -> bool:
+    """Whether a new state must reach status: a material change, or regret grown by REGRET_STEP (a geometric
+    rule: while regret accumulates, writes get rarer; an operator restart loses at most that fraction)."""
+    if material(saved) != material(new):
+        return True
+    moved = abs(new.regret - saved.regret)
+    return moved > 0 and moved > REGRET_STEP * max(abs(saved.regret), abs(new.regret))

@@ -1,0 +1,372 @@
+"""Load-based switching end to end: Debian's Prometheus on loopback scraping SGLang emulators that carry the
+SpecServe's labels, the real operator against the fake API server, and a load generator stepping demand across
+the crossover and back. Compressed: evaluation every second, scrapes every second."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specserve.commands.run import serve
+from specserve.config import OperatorConfig
+from specserve.emulator.testing import free_port
+from specserve.kube.client import ClientOptions, KubeClient
+from specserve.kubefake import DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer, write_kubeconfig
+from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators
+
+NS = "llm"
+NAME = "kimi-k25"
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture()
+def engines() -> Iterator[list[str]]:
+    with emulators(2) as urls:
+        yield urls
+
+
+@pytest.fixture()
+def prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
+    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
+    server = Prometheus(tmp_path, targets, interval=1.0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
+    async with FakeApiServer(auto_ready=True) as api:
+        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        kubeconfig = tmp_path / "kubeconfig"
+        write_kubeconfig(kubeconfig, api.url)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        yield api
+
+
+@contextlib.asynccontextmanager
+async def operator(prometheus_url: str | None) -> AsyncIterator[asyncio.Task[None]]:
+    stop = asyncio.Event()
+    config = OperatorConfig(namespaces=(NS,), resync_seconds=5.0, prometheus_url=prometheus_url, post_events=True)
+    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, attempts=2, backoff_base=0.05))
+    task = asyncio.create_task(serve(config, kube, stop_flag=stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=30)
+
+
+@pytest.fixture()
+async def load(engines: list[str]) -> AsyncIterator[Load]:
+    # All requests go to one engine: demand is the sum over the SpecServe's pods, whatever the split.
+    generator = Load(engines[0])
+    yield generator
+    await generator.close()
+
+
+def switching_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    body = copy.deepcopy(doc)
+    body["metadata"] = {"name": NAME, "namespace": NS}
+    body["spec"]["monitoring"] = {"podMonitor": True, "intervalSeconds": 1}
+    body["spec"]["switching"] = {
+        "initialMode": "Baseline",
+        "crossoverConcurrency": 6,
+        "hysteresis": 0.2,
+        "evaluationIntervalSeconds": 1,
+        "upStabilizationSeconds": 0,
+        "downStabilizationSeconds": 2,
+        "minDwellSeconds": 0,
+    }
+    return body
+
+
+def route_weights(api: FakeApiServer) -> dict[str, int] | None:
+    route = api.get(HTTPROUTES, NS, NAME)
+    if route is None:
+        return None
+    return {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
+
+
+def spec_weight(api: FakeApiServer) -> int | None:
+    weights = route_weights(api)
+    return None if weights is None else weights[f"{NAME}-spec"]
+
+
+def status(api: FakeApiServer) -> dict[str, Any]:
+    obj = api.get(SPECSERVES, NS, NAME) or {}
+    return dict(obj.get("status") or {})
+
+
+def condition(api: FakeApiServer, type_: str) -> dict[str, Any]:
+    return next((c for c in status(api).get("conditions", []) if c["type"] == type_), {})
+
+
+def events(api: FakeApiServer) -> list[tuple[str, str]]:
+    return [(e["type"], e["reason"]) for e in api.list(EVENTS, NS) if e["involvedObject"]["name"] == NAME]
+
+
+async def watch_route(api: FakeApiServer, seconds: float) -> set[int | None]:
+    """Every speculative weight the route showed during `seconds`."""
+    seen: set[int | None] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        seen.add(spec_weight(api))
+        await asyncio.sleep(0.1)
+    return seen
+
+
+async def steady(api: FakeApiServer, quiet: float = 3.0, timeout: float = 30.0) -> None:
+    """Until no decision was recorded for `quiet` seconds (a move steps on until its target)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = len(status(api).get("history", []))
+        await asyncio.sleep(quiet)
+        if len(status(api).get("history", [])) == before:
+            return
+    raise AssertionError("decisions did not stop")
+
+
+async def test_weights_follow_demand_across_the_crossover_and_hold_without_metrics(
+    fake: FakeApiServer, prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
+) -> None:
+    await load.set(1)
+    async with operator(prometheus.url) as running:
+        fake.create(switching_doc(kimi_doc))
+        await eventually(lambda: fake.get(HTTPROUTES, NS, NAME), what="the HTTPRoute")
+        fake.set_route_accepted(NS, NAME)
+
+        # Low load: all traffic to the speculative pool (initialMode was Baseline).
+        await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
+        assert condition(fake, "MetricsAvailable")["status"] == "True"
+        assert status(fake)["switching"]["weights"] == {"speculative": 100, "baseline": 0}
+        assert ("Normal", "SetWeights") in events(fake)
+
+        # Step above the crossover: weight moves towards baseline, some stays on the speculative pool's GPUs.
+        await load.set(24)
+        high = await eventually(lambda: (w := spec_weight(fake)) is not None and w < 60 and w, what="weight down")
+        await eventually(lambda: condition(fake, "Switching").get("status") == "False", what="the move settled")
+        await steady(fake)
+        settled = spec_weight(fake)
+        # Steady load, nothing new decided: the loop evaluates every second and writes nothing.
+        start = len(fake.requests)
+        await asyncio.sleep(4)
+        assert [r.path for r in fake.writes_since(start) if r.plural == "specserves"] == []
+        assert len(fake.requests) > start, "nothing was read either: the window proves nothing"
+        assert settled is not None and 0 < settled <= high
+        last = status(fake)["lastDecision"]
+        assert last["action"] == "SetWeights" and last["applied"] is True and last["concurrency"] > 12
+        assert status(fake)["load"]["concurrency"] > 12
+        pools = {p["pool"]: p for p in status(fake)["load"]["pools"]}
+        assert pools["speculative"]["ready"] == 1 and pools["baseline"]["ready"] == 1
+        assert pools["speculative"]["acceptLength"] > 1 and "acceptLength" not in pools["baseline"]
+        assert len(status(fake)["history"]) >= 2
+
+        # Oscillation inside the dead band: no switch at all.
+        decisions = len(status(fake)["history"])
+        for level in (22, 26, 22, 26, 22, 26):
+            await load.set(level)
+            assert await watch_route(fake, 1.5) == {settled}
+        assert len(status(fake)["history"]) == decisions
+
+        # Prometheus stops: MetricsAvailable goes False, one Warning, and nothing switches although load drops.
+        # (A loaded engine may miss a scrape on a busy machine: that is an outage of its own, with its own Warning.)
+        warnings = events(fake).count(("Warning", "MetricsUnavailable"))
+        prometheus.stop()
+        await load.set(1)
+        unavailable = await eventually(
+            lambda: (c := condition(fake, "MetricsAvailable")).get("status") == "False" and c, what="metrics lost"
+        )
+        assert unavailable["reason"] == "QueryFailed" and "query:" in unavailable["message"]
+        assert await watch_route(fake, 4.0) == {settled}
+        assert events(fake).count(("Warning", "MetricsUnavailable")) == warnings + 1
+        assert len(status(fake)["history"]) == decisions
+
+        # Back: the load is read again and the weight returns to the speculative pool.
+        await asyncio.to_thread(prometheus.start)
+        await eventually(lambda: condition(fake, "MetricsAvailable").get("status") == "True", what="recovery")
+        await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 again")
+        assert not running.done(), "the operator stopped"
+
+
+async def test_the_direct_source_scrapes_the_pods_itself(
+    fake: FakeApiServer, kimi_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    port = free_port()
+    hosts = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
+    with emulator_processes(list(hosts.values()), port) as urls:
+        load = Load(urls[0])
+        try:
+            await load.set(1)
+            async with operator(None) as running:
+                body = switching_doc(kimi_doc)
+                body["spec"]["switching"]["metrics"] = {"source": "Direct"}
+                body["spec"]["engine"]["port"] = port
+                fake.create(body)
+                for pool, ip in hosts.items():  # the kubelet's word: the pods run at these IPs
+                    pod_name = f"{NAME}-{pool}-0"
+                    labels = {"app.kubernetes.io/managed-by": "specserve", "specserve.io/instance": NAME,
+                              "specserve.io/pool": pool}  # fmt: skip
+                    fake.create({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": pod_name, "namespace": NS, "labels": labels},
+                        "spec": {"containers": [{"name": "sglang", "image": "sglang"}]},
+                    })  # fmt: skip
+                    fake.patch_status(PODS, NS, pod_name, {"phase": "Running", "podIP": ip})
+                await eventually(lambda: fake.get(HTTPROUTES, NS, NAME), what="the HTTPRoute")
+                fake.set_route_accepted(NS, NAME)
+                await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
+                cond = condition(fake, "MetricsAvailable")
+                assert cond["status"] == "True" and "Direct" in cond["message"]
+                await load.set(24)
+                await eventually(lambda: (w := spec_weight(fake)) is not None and w < 60, what="weight down")
+                assert status(fake)["load"]["concurrency"] > 12
+                assert not running.done(), "the operator stopped"
+        finally:
+            await load.close()
+
+
+def engine_template(api: FakeApiServer) -> tuple[str, bool] | None:
+    """The engine Deployment's template hash, and whether it runs speculation."""
+    deployment = api.get(DEPLOYMENTS, NS, f"{NAME}-engine")
+    if deployment is None:
+        return None
+    template = deployment["spec"]["template"]
+    args = template["spec"]["containers"][0]["args"]
+    return template["metadata"]["annotations"]["specserve.io/engine-config-hash"], "--speculative-algorithm" in args
+
+
+# Per replica tokens/s on which baseline serves more at every concurrency, as on the seed profile.
+BASELINE_ALWAYS = {
+    "speculative": [{"concurrency": 1, "tokensPerSecond": 40}, {"concurrency": 64, "tokensPerSecond": 800}],
+    "baseline": [{"concurrency": 1, "tokensPerSecond": 48}, {"concurrency": 64, "tokensPerSecond": 1800}],
+}
+
+
+@pytest.fixture()
+async def manual_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
+    """The fake API server without its auto-ready Deployment controller: the test says when pods are Ready."""
+    async with FakeApiServer(auto_ready=False) as api:
+        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        kubeconfig = tmp_path / "kubeconfig"
+        write_kubeconfig(kubeconfig, api.url)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        yield api
+
+
+@pytest.fixture()
+def engine_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
+    server = Prometheus(tmp_path, [Target(engines[0], NS, NAME, "engine")], interval=1.0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.asynccontextmanager
+async def templates_seen(api: FakeApiServer) -> AsyncIterator[list[tuple[str, bool]]]:
+    """Every distinct engine pod template the Deployment carried while the block ran."""
+    seen: list[tuple[str, bool]] = []
+    stop = asyncio.Event()
+
+    async def record() -> None:
+        while not stop.is_set():
+            now = engine_template(api)
+            if now is not None and (not seen or seen[-1] != now):
+                seen.append(now)
+            await asyncio.sleep(0.05)
+
+    recorder = asyncio.create_task(record())
+    try:
+        yield seen
+    finally:
+        stop.set()
+        await recorder
+
+
+def restart_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    body = switching_doc(doc)
+    body["spec"]["strategy"] = "Restart"
+    body["spec"]["switching"]["initialMode"] = "Speculative"
+    body["spec"]["switching"].pop("crossoverConcurrency")
+    body["spec"]["switching"]["curves"] = BASELINE_ALWAYS
+    return body
+
+
+def speculative_template(api: FakeApiServer) -> bool | None:
+    now = engine_template(api)
+    return None if now is None else now[1]
+
+
+async def test_restart_flips_the_pod_template_exactly_once_across_an_operator_restart(
+    manual_fake: FakeApiServer, engine_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
+) -> None:
+    """Curves on which baseline always serves more (the seed profile): a Restart pool serving speculatively
+    restarts into baseline once, and never back, even with the operator killed mid-switch."""
+    api, url = manual_fake, engine_prometheus.url
+    await load.set(4)
+    async with templates_seen(api) as seen:
+        async with operator(url):
+            api.create(restart_doc(kimi_doc))
+            await eventually(lambda: engine_template(api), what="the engine Deployment")
+            assert speculative_template(api) is True  # initialMode
+            api.set_deployment_ready(NS, f"{NAME}-engine")
+            decided = await eventually(
+                lambda: (d := status(api).get("lastDecision")) and d.get("action") == "Restart" and d,
+                what="the Restart decision",
+            )
+            assert decided["toMode"] == "Baseline" and decided["applied"] is True
+            await eventually(lambda: speculative_template(api) is False, what="the template flip")
+        # Killed mid-switch (the new pods are not Ready yet): a new operator resumes, it does not restart again.
+        assert status(api)["switching"]["mode"] == "Baseline"
+        async with operator(url) as running:
+            await asyncio.sleep(3)
+            api.set_deployment_ready(NS, f"{NAME}-engine")
+            await eventually(lambda: status(api).get("activeMode") == "Baseline", what="serving baseline")
+            await asyncio.sleep(3)
+            assert not running.done()
+    assert [d for d in status(api)["history"] if d.get("action") == "Restart"] == [decided]
+    assert len(status(api)["switching"]["restarts"]) == 1  # the budget spent once
+    assert [speculative for _, speculative in seen] == [True, False]  # flipped once, never back
+
+
+async def test_a_series_selector_prometheus_refuses_is_reported_with_its_message(
+    fake: FakeApiServer, prometheus: Prometheus, kimi_doc: dict[str, Any]
+) -> None:
+    async with operator(prometheus.url) as running:
+        body = switching_doc(kimi_doc)
+        body["spec"]["switching"]["metrics"] = {"seriesSelector": 'specserve_instance=~"($name"'}  # a bad regexp
+        fake.create(body)
+        cond = await eventually(
+            lambda: (c := condition(fake, "MetricsAvailable")).get("status") == "False" and c, what="the refusal"
+        )
+        assert cond["reason"] == "QueryRefused"
+        assert "error parsing regexp" in cond["message"]  # Prometheus' own words
+        assert "fix spec.switching.metrics.seriesSelector" in cond["message"]
+        assert "lastDecision" not in status(fake)  # nothing switched
+        # Posted right after the status write that set the condition.
+        await eventually(lambda: ("Warning", "MetricsUnavailable") in events(fake), what="the Warning event")
+        assert not running.done()

@@ -1,0 +1,142 @@
+"""The Direct source: the engines' exposition parsed with prometheus_client, smoothed and differenced in memory."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from prometheus_client import generate_latest
+
+from specserve.api.validation import parse_object
+from specserve.emulator.engine import EngineConfig, Mode
+from specserve.emulator.metrics import build_metrics
+from specserve.emulator.profile import load_profile
+from specserve.emulator.testing import emulator_thread
+from specserve.metrics.direct import DirectSource, histogram_quantile, http_fetch, parse_scrape
+from specserve.metrics.promql import PoolKey, Signal, Windows
+from specserve.switching.gather import pod_urls
+
+KEY = PoolKey("llm", "a", "speculative")
+
+
+def exposition(running: int, queued: int, tokens: float, steps: float = 3.0) -> str:
+    return f"""# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}} {running}
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}} {queued}
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{{model_name="m"}} 2.5
+# TYPE sglang:spec_num_steps gauge
+sglang:spec_num_steps{{model_name="m"}} {steps}
+# TYPE sglang:generation_tokens counter
+sglang:generation_tokens_total{{model_name="m",is_streaming="true"}} {tokens}
+sglang:generation_tokens_total{{model_name="m",is_streaming="false"}} 0
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{{le="0.1",model_name="m",is_streaming="true"}} {tokens / 100}
+sglang:time_to_first_token_seconds_bucket{{le="1.0",model_name="m",is_streaming="true"}} {tokens / 50}
+sglang:time_to_first_token_seconds_bucket{{le="+Inf",model_name="m",is_streaming="true"}} {tokens / 50}
+sglang:time_to_first_token_seconds_count{{model_name="m",is_streaming="true"}} {tokens / 50}
+sglang:time_to_first_token_seconds_sum{{model_name="m",is_streaming="true"}} 1
+"""
+
+
+def test_parse_sums_series_and_reads_histograms() -> None:
+    scrape = parse_scrape(exposition(3, 1, 1000))
+    assert (scrape.running, scrape.queued, scrape.generation_tokens) == (3.0, 1.0, 1000.0)
+    assert (scrape.accept_length, scrape.spec_steps) == (2.5, 3.0)
+    assert scrape.ttft == ((0.1, 10.0), (1.0, 20.0), (float("inf"), 20.0))
+
+
+def test_the_emulators_exposition_parses() -> None:
+    metrics = build_metrics()
+    labels = {"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+    metrics.num_running_reqs.labels(**labels).set(5)
+    text = generate_latest(metrics.registry).decode()
+    assert parse_scrape(text).running == 5.0
+
+
+def test_text_without_the_load_gauge_is_refused() -> None:
+    with pytest.raises(ValueError, match="sglang:num_running_reqs"):
+        parse_scrape("# TYPE up gauge\nup 1\n")
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    buckets = ((0.1, 10.0), (1.0, 20.0), (float("inf"), 20.0))
+    assert histogram_quantile(0.5, buckets) == 0.1
+    assert histogram_quantile(0.75, buckets) == 0.55
+    assert histogram_quantile(0.5, ()) is None
+    assert histogram_quantile(0.5, ((1.0, 0.0), (float("inf"), 0.0))) is None
+    assert histogram_quantile(0.99, ((1.0, 0.0), (float("inf"), 5.0))) == 1.0  # the highest finite bound
+
+
+def test_direct_smooths_gauges_and_rates_counters_over_the_window() -> None:
+    pages = iter([exposition(2, 0, 0), exposition(4, 2, 500)])
+    clock = iter([100.0, 110.0])
+
+    async def fetch(url: str) -> str:
+        assert url == "http://10.0.0.1:30000/metrics"
+        return next(pages)
+
+    source = DirectSource(fetch, lambda: next(clock))
+    windows = Windows(smooth=30, rate=60)
+    pods = {KEY: ["http://10.0.0.1:30000/metrics"]}
+    first = {r.query.signal: r for r in asyncio.run(source.read(pods, windows))}
+    assert first[Signal.RUNNING].values == {KEY: 2.0}
+    assert first[Signal.TOKENS].values == {}  # one scrape: no rate yet (unknown, not 0)
+    second = {r.query.signal: r for r in asyncio.run(source.read(pods, windows))}
+    assert second[Signal.RUNNING].values == {KEY: 3.0}  # averaged over the two scrapes
+    assert second[Signal.QUEUED].values == {KEY: 1.0}
+    assert second[Signal.TOKENS].values == {KEY: 50.0}  # 500 tokens in 10 s
+    assert second[Signal.FRESHNESS].values == {KEY: 110.0}
+    assert second[Signal.SPEC_STEPS].values == {KEY: 3.0}
+
+
+def test_a_failed_scrape_makes_its_pool_unknown() -> None:
+    async def fetch(url: str) -> str:
+        raise ValueError("garbage")
+
+    source = DirectSource(fetch, lambda: 1.0)
+    results = asyncio.run(source.read({KEY: ["http://10.0.0.1:30000/metrics"]}, Windows(30, 60)))
+    assert all(r.error is not None and "garbage" in r.error for r in results)
+
+
+def test_direct_reads_a_real_engine_over_http() -> None:
+    async def scrape(url: str) -> dict[Signal, dict[PoolKey, float]]:
+        async with aiohttp.ClientSession() as session:
+
+            async def fetch(u: str) -> str:
+                return await http_fetch(session, u, 5.0)
+
+            source = DirectSource(fetch, lambda: 1.0)
+            results = await source.read({KEY: [f"{url}/metrics"]}, Windows(30, 60))
+        return {r.query.signal: r.values for r in results if r.error is None}
+
+    config = EngineConfig(profile=load_profile("seed-kimi-k25-rtxpro6000"), mode=Mode.SPECULATIVE)
+    with emulator_thread(config) as url:
+        values = asyncio.run(scrape(url))
+    assert values[Signal.RUNNING] == {KEY: 0.0} and values[Signal.QUEUED] == {KEY: 0.0}  # idle, and known
+    assert values[Signal.ACCEPT_LENGTH][KEY] > 1  # a speculative engine
+
+
+def test_pod_urls_are_the_running_pods_of_the_specserve_by_pool(kimi_doc: dict[str, object]) -> None:
+    obj = parse_object({**kimi_doc, "metadata": {"name": "kimi-k25", "namespace": "llm"}})
+
+    def pod(
+        name: str, pool: str, ip: str | None, phase: str = "Running", instance: str = "kimi-k25"
+    ) -> dict[str, object]:
+        labels = {"specserve.io/instance": instance, "specserve.io/pool": pool}
+        return {"metadata": {"name": name, "labels": labels}, "status": {"phase": phase, "podIP": ip}}
+
+    pods = [
+        pod("a", "speculative", "10.0.0.1"),
+        pod("b", "baseline", "10.0.0.2"),
+        pod("c", "baseline", None, phase="Pending"),
+        pod("d", "baseline", "10.0.0.4", instance="other"),
+    ]
+    urls = pod_urls(obj, pods)
+    assert urls == {
+        PoolKey("llm", "kimi-k25", "speculative"): ["http://10.0.0.1:30000/metrics"],
+        PoolKey("llm", "kimi-k25", "baseline"): ["http://10.0.0.2:30000/metrics"],
+    }

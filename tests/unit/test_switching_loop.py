@@ -1,0 +1,413 @@
+"""The switching loop with a scripted load source, a stand-in policy and an in-memory Kubernetes."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from specserve import telemetry
+from specserve.api.models import Mode, Weights
+from specserve.kube.kinds import DEPLOYMENT, POD, Kind
+from specserve.metrics.promql import PoolKey, Query, Signal, Windows
+from specserve.metrics.results import QueryResult
+from specserve.policy.curves import ModeCurves
+from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
+from specserve.status import merge_patch
+from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
+
+NS = "llm"
+JSON = dict[str, Any]
+ALL_BASE, ALL_SPEC = Weights(speculative=0, baseline=100), Weights(speculative=100, baseline=0)
+
+
+def apply_merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge(out.get(key), value)
+    return out
+
+
+def deployment(name: str, ready: int = 1) -> JSON:
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": 1},
+        "status": {"readyReplicas": ready, "updatedReplicas": 1},
+    }
+
+
+@dataclass
+class FakeKube:
+    """Status patches land in the registry's body at once (the watch echoing our write)."""
+
+    registry: Registry
+    deployments: list[JSON] = field(default_factory=list)
+    patches: list[tuple[str, JSON]] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
+        assert kind in (DEPLOYMENT, POD)
+        return copy.deepcopy(self.deployments) if kind is DEPLOYMENT else []
+
+    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
+        self.patches.append((name, status_body))
+        tracked = self.registry.get((namespace, name))
+        assert tracked is not None
+        body = copy.deepcopy(tracked.body)
+        body["status"] = apply_merge(body.get("status") or {}, status_body)
+        tracked.body = body
+
+    async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
+        self.events.append((type_, reason, message))
+
+
+@dataclass
+class FakePrometheus:
+    demand: dict[str, float | None]  # per SpecServe name, all on the speculative pool
+    error: str | None = None
+    refused: bool = False
+    reads: list[list[Query]] = field(default_factory=list)
+    now: float = 0.0
+
+    async def read(self, queries: Sequence[Query]) -> list[QueryResult]:
+        self.reads.append(list(queries))
+        out = []
+        for q in queries:
+            if self.error is not None:
+                out.append(QueryResult(q, error=self.error, refused=self.refused))
+                continue
+            values: dict[PoolKey, float] = {}
+            for name, demand in self.demand.items():
+                for pool in ("speculative", "baseline"):
+                    key = PoolKey(NS, name, pool)
+                    if demand is None:
+                        continue
+                    share = demand if pool == "speculative" else 0.0
+                    values[key] = {Signal.RUNNING: share, Signal.QUEUED: 0.0, Signal.FRESHNESS: self.now}.get(
+                        q.signal, 1.0
+                    )
+            out.append(QueryResult(q, values, self.now))
+        return out
+
+
+@dataclass
+class FakeReaders:
+    prom: FakePrometheus
+    urls: list[str] = field(default_factory=list)
+
+    def prometheus(self, url: str) -> FakePrometheus:
+        self.urls.append(url)
+        return self.prom
+
+    @property
+    def direct(self) -> Any:
+        raise AssertionError("Direct is not used here")
+
+
+@dataclass
+class StandIn:
+    """The policy, reduced to one rule: all weight to baseline above 10 requests, to speculative below 5."""
+
+    calls: list[tuple[PolicyState, Sample, bool]] = field(default_factory=list)
+
+    def __call__(
+        self, knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample, *, converging: bool = False
+    ) -> Verdict:
+        self.calls.append((state, sample, converging))
+        streak = 0 if sample.demand is not None else state.unknown_streak + 1
+        held = replace(state, unknown_streak=streak, last_evaluation=sample.time)
+        hold = Verdict(held, Action.HOLD, held.mode, held.weights, "hold", demand=sample.demand)
+        if sample.demand is None or converging:
+            return hold
+        want = ALL_BASE if sample.demand > 10 else ALL_SPEC if sample.demand < 5 else state.weights
+        if want == state.weights:
+            return hold
+        mode = Mode.BASELINE if want == ALL_BASE else Mode.SPECULATIVE
+        new = replace(held, weights=want, mode=mode, mode_since=sample.time, last_switch=sample.time)
+        return Verdict(new, Action.SET_WEIGHTS, mode, want, f"demand {sample.demand} crossed", demand=sample.demand)
+
+
+@dataclass
+class World:
+    registry: Registry
+    kube: FakeKube
+    prom: FakePrometheus
+    policy: StandIn
+    loop: SwitchingLoop
+    clock: list[float]
+    triggered: list[str]
+
+    async def round_at(self, t: float) -> None:
+        self.clock[0] = t
+        self.prom.now = t
+        await self.loop.run_round()
+
+    def status(self, name: str = "kimi-k25") -> JSON:
+        tracked = self.registry.get((NS, name))
+        assert tracked is not None
+        return dict(tracked.body.get("status") or {})
+
+    def condition(self, type_: str, name: str = "kimi-k25") -> JSON:
+        return next(c for c in self.status(name).get("conditions", []) if c["type"] == type_)
+
+
+def body_of(doc: Mapping[str, Any], name: str = "kimi-k25", interval: int = 5, **metrics: str) -> JSON:
+    body = copy.deepcopy(dict(doc))
+    body["metadata"] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": 1}
+    body["spec"]["switching"]["evaluationIntervalSeconds"] = interval
+    body["spec"]["switching"]["metrics"] = dict(metrics)
+    # As the reconcile reports it before any decision: initialMode Baseline, all weight there.
+    body["status"] = {"weights": {"speculative": 0, "baseline": 100}, "activeMode": "Baseline"}
+    return body
+
+
+def make_world(doc: Mapping[str, Any], names: Sequence[str] = ("kimi-k25",), **metrics: str) -> World:
+    registry = Registry()
+    for name in names:
+        registry.update(body_of(doc, name, 5, **metrics), {})
+    kube = FakeKube(registry, [deployment(f"{n}-{p}") for n in names for p in ("spec", "base")])
+    prom = FakePrometheus({n: 7.0 for n in names})  # inside the stand-in's band: no decision
+    policy = StandIn()
+    clock = [0.0]
+    triggered: list[str] = []
+
+    async def trigger(item: Tracked) -> None:
+        # The reconcile realising the target: the route now carries the decided weights.
+        triggered.append(item.body["metadata"]["name"])
+        switching = item.body["status"]["switching"]
+        item.body = {**item.body, "status": {**item.body["status"], "weights": switching["weights"]}}
+
+    loop = SwitchingLoop(
+        registry, kube, FakeReaders(prom), policy, trigger, LoopConfig(prometheus_url="http://prom:9090"),
+        clock=lambda: clock[0],
+    )  # fmt: skip
+    return World(registry, kube, prom, policy, loop, clock, triggered)
+
+
+@pytest.fixture()
+def world(kimi_doc: dict[str, Any]) -> World:
+    return make_world(kimi_doc)
+
+
+async def test_first_round_records_the_state_then_steady_state_writes_nothing(world: World) -> None:
+    await world.round_at(100)
+    assert len(world.kube.patches) == 1
+    status = world.status()
+    assert status["switching"]["mode"] == "Baseline" and status["switching"]["weights"] == {
+        "speculative": 0,
+        "baseline": 100,
+    }
+    assert status["load"]["concurrency"] == 7.0
+    assert world.condition("MetricsAvailable")["status"] == "True"
+    assert world.condition("Switching")["status"] == "False"
+    for t in (105, 110, 115, 120):
+        await world.round_at(t)
+    assert len(world.policy.calls) == 5  # it did evaluate every interval...
+    assert len(world.kube.patches) == 1  # ...and wrote nothing more
+    assert world.kube.events == []
+
+
+async def test_a_decision_is_written_realised_at_once_and_announced(world: World) -> None:
+    world.prom.demand["kimi-k25"] = 2.0  # below 5: all weight to speculative
+    labels = {"namespace": NS, "name": "kimi-k25"}
+    switches = telemetry.REGISTRY.get_sample_value("specserve_switches_total", {**labels, "action": "SetWeights"})
+    await world.round_at(100)
+    after = telemetry.REGISTRY.get_sample_value("specserve_switches_total", {**labels, "action": "SetWeights"})
+    assert (after or 0) == (switches or 0) + 1
+    assert telemetry.REGISTRY.get_sample_value("specserve_demand", labels) == 2.0
+    assert telemetry.REGISTRY.get_sample_value("specserve_target_weight", {**labels, "pool": "speculative"}) == 100
+    _, patch = world.kube.patches[-1]
+    assert patch["switching"]["weights"] == {"speculative": 100, "baseline": 0}
+    last = world.status()["lastDecision"]
+    assert (last["fromMode"], last["toMode"], last["action"], last["applied"]) == (
+        "Baseline", "Speculative", "SetWeights", True
+    )  # fmt: skip
+    assert last["concurrency"] == 2.0 and last["reason"] == "demand 2.0 crossed"
+    assert world.triggered == ["kimi-k25"]  # the reconcile ran now, not at the next resync
+    assert [(t, r) for t, r, _ in world.kube.events] == [("Normal", "SetWeights")]
+    assert "Baseline -> Speculative" in world.kube.events[0][2]
+    # Written before the reconcile realised it: the Switching condition says a change converges.
+    assert patch["conditions"] and any(c["type"] == "Switching" and c["status"] == "True" for c in patch["conditions"])
+
+    await world.round_at(105)  # realised: Switching goes False, nothing else changes
+    assert world.condition("Switching")["status"] == "False"
+    writes = len(world.kube.patches)
+    await world.round_at(110)
+    assert len(world.kube.patches) == writes
+    assert len(world.status()["history"]) == 1
+
+
+async def test_no_new_decision_while_the_previous_one_has_not_converged(world: World) -> None:
+    world.prom.demand["kimi-k25"] = 2.0
+    await world.round_at(100)
+    # The reconcile has not moved the route yet (e.g. waiting on readiness).
+    tracked = world.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    tracked.body["status"]["weights"] = {"speculative": 0, "baseline": 100}
+    world.prom.demand["kimi-k25"] = 50.0
+    await world.round_at(105)
+    assert world.policy.calls[-1][2] is True  # converging
+    assert world.status()["switching"]["weights"] == {"speculative": 100, "baseline": 0}  # held
+
+
+async def test_pods_not_ready_mean_converging(kimi_doc: dict[str, Any]) -> None:
+    w = make_world(kimi_doc)
+    w.kube.deployments[0]["status"]["readyReplicas"] = 0
+    await w.round_at(100)
+    assert w.policy.calls[-1][2] is True
+    assert w.policy.calls[-1][1].speculative is not None and w.policy.calls[-1][1].speculative.ready_replicas == 0
+
+
+async def test_three_failed_rounds_turn_metrics_unavailable_once_and_recovery_clears_it(world: World) -> None:
+    await world.round_at(100)
+    world.kube.events.clear()
+    world.prom.error = "Prometheus at http://prom:9090 unreachable: ConnectionError"
+    await world.round_at(105)
+    await world.round_at(110)
+    assert world.condition("MetricsAvailable")["status"] == "True"  # two failures: not yet
+    await world.round_at(115)
+    cond = world.condition("MetricsAvailable")
+    assert (cond["status"], cond["reason"]) == ("False", "QueryFailed")
+    assert "unreachable" in cond["message"] and "sglang:num_running_reqs" in cond["message"]
+    assert all(c[1].demand is None for c in world.policy.calls[-3:])  # the policy saw unknown, never 0
+    writes = len(world.kube.patches)
+    await world.round_at(120)
+    await world.round_at(125)
+    assert len(world.kube.patches) == writes  # an outage does not write every round
+    assert [(t, r) for t, r, _ in world.kube.events] == [("Warning", "MetricsUnavailable")]
+    world.prom.error = None
+    await world.round_at(130)
+    assert world.condition("MetricsAvailable")["status"] == "True"
+    assert world.status()["load"]["concurrency"] == 7.0
+
+
+async def test_a_refused_selector_names_prometheus_message_and_the_field(kimi_doc: dict[str, Any]) -> None:
+    w = make_world(kimi_doc, seriesSelector='app="$name"')
+    w.prom.error, w.prom.refused = "Prometheus at http://prom:9090: parse error: unexpected }", True
+    for t in (100, 105, 110):
+        await w.round_at(t)
+    cond = w.condition("MetricsAvailable")
+    assert (cond["status"], cond["reason"]) == ("False", "QueryRefused")
+    assert "parse error: unexpected }" in cond["message"]
+    assert "spec.switching.metrics.seriesSelector" in cond["message"]
+    assert "switching" in w.status() and "lastDecision" not in w.status()  # nothing switched
+    assert w.prom.reads[0][-1].key is not None  # its own queries went with the grouped ones
+
+
+async def test_one_query_per_signal_for_every_specserve_sharing_a_prometheus(kimi_doc: dict[str, Any]) -> None:
+    names = [f"s{i}" for i in range(40)]
+    w = make_world(kimi_doc, names)
+    await w.round_at(100)
+    assert len(w.prom.reads) == 1
+    assert len(w.prom.reads[0]) == len(Signal)
+    assert len(w.policy.calls) == 40
+
+
+async def test_each_specserve_keeps_its_own_evaluation_interval(kimi_doc: dict[str, Any]) -> None:
+    w = make_world(kimi_doc)
+    w.registry.update(body_of(kimi_doc, "slow", interval=12), {})
+    w.kube.deployments += [deployment("slow-spec"), deployment("slow-base")]
+    w.prom.demand["slow"] = 2.0
+    for t in range(100, 125):  # the loop ticks every second
+        await w.round_at(float(t))
+    times = [c[1].time for c in w.policy.calls]
+    # Every 5 s and every 12 s, on the clock's grid of each interval (so same-interval SpecServes share rounds).
+    assert times == [100.0, 100.0, 105.0, 108.0, 110.0, 115.0, 120.0, 120.0]
+
+
+async def test_a_restarted_operator_resumes_from_status(world: World) -> None:
+    world.prom.demand["kimi-k25"] = 2.0
+    await world.round_at(100)
+    saved = world.status()["switching"]
+    # A new loop (operator restart): no memory, only status.
+    again = SwitchingLoop(
+        world.registry, world.kube, FakeReaders(world.prom), world.policy, lambda item: asyncio.sleep(0),
+        LoopConfig(prometheus_url="http://prom:9090"), clock=lambda: world.clock[0],
+    )  # fmt: skip
+    world.clock[0] = world.prom.now = 300.0
+    await again.run_round()
+    state = world.policy.calls[-1][0]
+    assert state.mode is Mode.SPECULATIVE and state.last_switch == 100.0  # no forgotten dwell
+    assert world.status()["switching"] == saved
+    assert len(world.status()["history"]) == 1  # no second switch
+
+
+async def test_load_snapshot_moves_only_materially(world: World) -> None:
+    await world.round_at(100)
+    writes = len(world.kube.patches)
+    world.prom.demand["kimi-k25"] = 7.6  # +0.6: less than one request
+    await world.round_at(105)
+    assert len(world.kube.patches) == writes
+    world.prom.demand["kimi-k25"] = 9.0  # +2 and +22%
+    await world.round_at(110)
+    assert len(world.kube.patches) == writes + 1
+    assert world.status()["load"]["concurrency"] == 9.0
+    assert "lastDecision" not in world.status()
+
+
+def test_merge_patch_nulls_what_the_loop_cleared() -> None:
+    live = {"switching": {"mode": "Baseline", "pending": "w=0"}}
+    assert merge_patch(live, {"switching": {"mode": "Baseline"}}) == {"switching": {"pending": None}}
+    assert Windows.of(5, 15).smooth == 30
+
+
+async def test_a_restart_in_progress_is_resumed_not_repeated(kimi_doc: dict[str, Any]) -> None:
+    """An operator killed after deciding a Restart: the new one sees the target in status, the pods still in the
+    old mode, and holds (converging) with the restart budget it had."""
+    restart_doc = copy.deepcopy(kimi_doc)
+    restart_doc["spec"]["strategy"] = "Restart"
+    w = make_world(restart_doc)
+    tracked = w.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    tracked.body["status"] = {
+        "activeMode": "Speculative",  # the reconcile has not rolled the pods yet
+        "switching": {"mode": "Baseline", "modeSince": "1970-01-01T00:01:40Z", "lastSwitch": "1970-01-01T00:01:40Z",
+                      "restarts": ["1970-01-01T00:01:40Z"]},
+        "lastDecision": {"time": "1970-01-01T00:01:40Z", "fromMode": "Speculative", "toMode": "Baseline",
+                         "reason": "regret > cost", "action": "Restart", "applied": True},
+    }  # fmt: skip
+    w.kube.deployments = [deployment("kimi-k25-engine")]
+    await w.round_at(130)
+    state, _, converging = w.policy.calls[-1]
+    assert converging is True
+    assert state.mode is Mode.BASELINE and state.restarts == (100.0,)
+    assert w.triggered == [] and w.kube.events == []
+    assert w.condition("Switching")["status"] == "True"
+    assert "restarting pods into Baseline" in w.condition("Switching")["message"]
+
+
+async def test_specserves_created_apart_share_their_rounds(kimi_doc: dict[str, Any]) -> None:
+    w = make_world(kimi_doc, ["a"])
+    await w.round_at(100.3)
+    w.registry.update(body_of(kimi_doc, "b", 5), {})
+    w.kube.deployments += [deployment("b-spec"), deployment("b-base")]
+    w.prom.demand["b"] = 7.0
+    await w.round_at(103.7)  # b's first evaluation: at once
+    reads = len(w.prom.reads)
+    await w.round_at(105.0)  # both due on the 5 s grid: one read for the two
+    assert len(w.prom.reads) == reads + 1
+    assert [c[1].time for c in w.policy.calls] == [100.3, 103.7, 105.0, 105.0]
+
+
+async def test_a_specserve_without_metrics_costs_no_write_until_they_are_declared_unavailable(
+    kimi_doc: dict[str, Any],
+) -> None:
+    w = make_world(kimi_doc)
+    w.prom.error = "Prometheus at http://prom:9090 unreachable: ConnectionError"
+    await w.round_at(100)
+    await w.round_at(105)
+    assert w.kube.patches == []  # the reconcile's NotEvaluated conditions stand
+    await w.round_at(110)
+    assert len(w.kube.patches) == 1
+    assert w.condition("MetricsAvailable")["status"] == "False"
+    assert w.status()["switching"]["unknownStreak"] == 3
+    assert [(t, r) for t, r, _ in w.kube.events] == [("Warning", "MetricsUnavailable")]
