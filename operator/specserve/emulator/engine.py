@@ -71,6 +71,34 @@ class EngineConfig:
 FinishHook = Callable[[Request], None]
 
 
+# The serving model as pure functions of (profile, mode, adaptive config, batch): shared with `specserve simulate`.
+def active_steps(profile: Profile, mode: Mode, adaptive_config: dict[int, list[int]] | None, batch: float) -> int:
+    """Speculative steps in use at this batch size; 0 means no drafting."""
+    if mode is Mode.BASELINE:
+        return 0
+    if mode is Mode.SPECULATIVE:
+        return profile.num_steps
+    table = adaptive_config or DEFAULT_ADAPTIVE_CONFIG
+    padded = first_capture_size_at_least(max(batch, 1), SPEC_CAPTURE_SIZES)
+    keys = [k for k in sorted(table) if k <= padded] or [min(table)]
+    candidates = table[keys[-1]]
+    nonzero = [s for s in candidates if s > 0]
+    if not nonzero:
+        return 0
+    return min(profile.num_steps, max(nonzero))
+
+
+def throughput(profile: Profile, mode: Mode, adaptive_config: dict[int, list[int]] | None, batch: float) -> float:
+    """Total output tokens/s (emulated) with `batch` requests running."""
+    if batch <= 0:
+        return 0.0
+    if mode is Mode.BASELINE:
+        return profile.baseline.at(batch)
+    if active_steps(profile, mode, adaptive_config, batch) > 0:
+        return profile.speculative.at(batch)
+    return profile.baseline.at(batch) * profile.adaptive_off_efficiency
+
+
 class Engine:
     def __init__(self, config: EngineConfig, on_finish: FinishHook | None = None) -> None:
         self.config = config
@@ -93,28 +121,11 @@ class Engine:
 
     def active_steps(self, batch: int) -> int:
         """Speculative steps in use at this batch size; 0 means no drafting."""
-        if self.config.mode is Mode.BASELINE:
-            return 0
-        if self.config.mode is Mode.SPECULATIVE:
-            return self.profile.num_steps
-        table = self.config.adaptive_config or DEFAULT_ADAPTIVE_CONFIG
-        padded = first_capture_size_at_least(max(batch, 1), SPEC_CAPTURE_SIZES)
-        keys = [k for k in sorted(table) if k <= padded] or [min(table)]
-        candidates = table[keys[-1]]
-        nonzero = [s for s in candidates if s > 0]
-        if not nonzero:
-            return 0
-        return min(self.profile.num_steps, max(nonzero))
+        return active_steps(self.profile, self.config.mode, self.config.adaptive_config, batch)
 
     def throughput(self, batch: int) -> float:
         """Total output tokens/s (emulated) with `batch` requests running."""
-        if batch <= 0:
-            return 0.0
-        if self.config.mode is Mode.BASELINE:
-            return self.profile.baseline.at(batch)
-        if self.active_steps(batch) > 0:
-            return self.profile.speculative.at(batch)
-        return self.profile.baseline.at(batch) * self.profile.adaptive_off_efficiency
+        return throughput(self.profile, self.config.mode, self.config.adaptive_config, batch)
 
     def accept_length(self) -> float:
         if self.active_steps(len(self.running)) == 0:
