@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The local demo, GPU-free and cluster-free, on the embedded default (Kimi-K2.5 on 8x RTX PRO 6000):
+# The offline walk-through (no operator), GPU-free and cluster-free, on the embedded default (Kimi-K2.5 on 8x RTX PRO 6000):
 #   1. render examples/kimi-k25-rtxpro6000.yaml into the Kubernetes objects the operator applies;
 #   2. run two SGLang emulators (speculative and baseline) that follow the seed benchmark's measured curves,
 #      sweep concurrency against both with `specserve bench`, and plot them;
 #   3. `specserve calibrate` the two results and write its verdict into a copy of the example, then render
 #      that copy again.
-# Everything lands in out/demo/. Takes about a minute on 2 cores. Pass another SpecServe file to render it only.
+# Everything lands in out/offline-demo/. Takes about a minute on 2 cores. Pass another SpecServe file to render it only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -14,7 +14,7 @@ specserve=.venv/bin/specserve
 
 if [ $# -gt 0 ]; then exec "$specserve" render "$1"; fi
 
-out=out/demo
+out=out/offline-demo
 mkdir -p "$out"
 example=examples/kimi-k25-rtxpro6000.yaml
 echo "==> 1. specserve render $example  (-> $out/rendered.yaml)"

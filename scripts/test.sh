@@ -14,6 +14,13 @@ if ! command -v prometheus >/dev/null 2>&1; then
 fi
 prometheus --version 2>&1 | head -n 1
 
+step "HAProxy (Debian package; the gateway of specserve demo and tests/e2e)"
+if ! command -v haproxy >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null
+fi
+haproxy -v 2>&1 | head -n 1
+
 step "Python environment (.venv)"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true

@@ -18,7 +18,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("specserve.commands.emulate", "run a GPU-free SGLang emulator (tests and demos)"),
     "bench": ("specserve.commands.bench", "sweep concurrency against an OpenAI-compatible endpoint"),
     "calibrate": ("specserve.commands.calibrate", "turn two bench results into switching thresholds"),
+    "simulate": ("specserve.commands.simulate", "replay a trace under the switching policy, baselines and the optimum"),
+    "demo": ("specserve.commands.demo", "the operator's whole loop on one machine, live (no GPU, no cluster)"),
 }
+
+
+# Top-level packages of the `bench` extra (pyproject.toml), kept out of the operator image.
+BENCH_EXTRA = frozenset({"matplotlib", "rich", "ruamel"})
+BENCH_HINT = "pip install 'specserve[bench]'"
+
+
+def missing_extra(exc: ImportError) -> str | None:
+    """The bench extra's package that failed to import, if that is what `exc` is about."""
+    top = (exc.name or "").split(".")[0]
+    return top if top in BENCH_EXTRA else None
+
+
+def _missing_extra_message(name: str, exc: ImportError) -> str | None:
+    package = missing_extra(exc)
+    if package is None:
+        return None
+    return f"specserve {name}: needs the bench extra ({package} is not installed); install it with: {BENCH_HINT}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     name = argv[0]
     module_name, help_text = COMMANDS[name]
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        message = _missing_extra_message(name, exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
     sub = argparse.ArgumentParser(prog=f"specserve {name}", description=help_text)
     module.add_arguments(sub)
     args = sub.parse_args(argv[1:])
@@ -51,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"specserve {name}: interrupted", file=sys.stderr)
         return 130
+    except ImportError as exc:  # a lazily imported extra (matplotlib for plots)
+        message = _missing_extra_message(name, exc)
+        print(message or f"specserve {name}: cannot import {exc.name}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # the last resort: one line instead of a traceback
         print(f"specserve {name}: unexpected error: {type(exc).__name__}: {exc} (please report it)", file=sys.stderr)
         return 1
