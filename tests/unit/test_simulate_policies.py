@@ -134,6 +134,15 @@ def test_seed_example_serves_exactly_like_always_baseline() -> None:
 
 def test_the_policy_gets_the_tpot_slo_unless_told_not_to() -> None:
     obj, profile, slo = parse_object(DEFAULT_SPEC), load_profile("illustrative-crossover-8b"), Slo(5.0, 0.05)
-    assert scenario(obj, profile, slo).knobs.tpot_slo == 0.05
+    given = scenario(obj, profile, slo)
+    assert given.knobs.tpot_slo == 0.05 and any("spec.switching.tpotSloSeconds" in n for n in given.notes)
     plain = scenario(obj, profile, slo, policy_slo=False)
-    assert plain.knobs.tpot_slo is None and any("not given the TPOT SLO" in n for n in plain.notes)
+    assert plain.knobs.tpot_slo is None
+
+
+def test_the_spec_s_own_tpot_slo_is_what_the_policy_gets() -> None:
+    """The same knob the operator reads: spec.switching.tpotSloSeconds wins over the scoring SLO."""
+    raw = {**DEFAULT_SPEC, "spec": {**DEFAULT_SPEC["spec"], "switching": {"tpotSloSeconds": 0.08}}}
+    obj, profile, slo = parse_object(raw), load_profile("illustrative-crossover-8b"), Slo(5.0, 0.05)
+    assert scenario(obj, profile, slo).knobs.tpot_slo == 0.08
+    assert scenario(obj, profile, slo, policy_slo=False).knobs.tpot_slo == 0.08

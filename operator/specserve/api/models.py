@@ -400,6 +400,15 @@ class SwitchingSpec(Model):
     min_dwell_seconds: int = Field(default=300, ge=0, le=86400, description="Least time between two switches.")
     max_restarts_per_day: int = Field(default=6, ge=0, le=1000, description="Restart strategy budget.")
     advisory: bool = Field(default=False, description="Record decisions in status without acting on them.")
+    tpot_slo_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=60,
+        description=(
+            "Time-per-output-token goal of the clients, in seconds. With it the TrafficSplit policy maximises the "
+            "tokens served within it (goodput) instead of raw tokens/s."
+        ),
+    )
     initial_mode: Mode = Field(default=Mode.SPECULATIVE, description="Mode before the first decision.")
     metrics: MetricsSource = Field(default_factory=MetricsSource)
     curves: Curves | None = None

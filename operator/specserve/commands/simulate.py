@@ -54,8 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"TTFT SLO in seconds for goodput (default {DEFAULT_SLO_TTFT:g})")  # fmt: skip
     parser.add_argument("--slo-tpot", type=float, default=DEFAULT_SLO_TPOT,
                         help=f"time per output token SLO, seconds (default {DEFAULT_SLO_TPOT:g})")  # fmt: skip
-    parser.add_argument("--no-policy-slo", action="store_true",
-                        help="do not give the policy the TPOT SLO (the API has no field for it yet)")  # fmt: skip
+    parser.add_argument(
+        "--no-policy-slo",
+        action="store_true",
+        help="simulate the spec as written (the policy gets a TPOT SLO only from switching.tpotSloSeconds)",
+    )
     parser.add_argument("--step", type=float, default=1.0, help="simulation step in seconds (default 1)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="policies simulated in parallel")
     parser.add_argument("--out", metavar="DIR", help="write result.json, result.csv, timeline.png and gain.png here")

@@ -17,8 +17,8 @@ def default_startup_seconds(obj: SpecServe) -> float:
 
 def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_slo: float | None = None) -> Knobs:
     """`startup_seconds`: measured by the caller (pods' last start to Ready) when known, else the default above.
-    `tpot_slo`: a time-per-output-token goal in seconds (`specserve simulate --slo-tpot`); the API has no field for
-    it yet, so the operator's split maximises tokens/s."""
+    `tpot_slo`: a time-per-output-token goal in seconds; defaults to spec.switching.tpotSloSeconds (without one
+    the TrafficSplit split maximises tokens/s)."""
     spec = obj.spec
     switching = spec.switching
     return Knobs(
@@ -35,5 +35,5 @@ def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_s
         baseline_replicas=spec.pools.baseline.replicas if spec.strategy is Strategy.TRAFFIC_SPLIT else 0,
         startup_seconds=float(startup_seconds) if startup_seconds is not None else default_startup_seconds(obj),
         adaptive_explicit=spec.speculative.adaptive_config is not None,
-        tpot_slo=tpot_slo,
+        tpot_slo=tpot_slo if tpot_slo is not None else switching.tpot_slo_seconds,
     )

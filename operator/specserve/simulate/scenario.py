@@ -54,8 +54,9 @@ def with_strategy(obj: SpecServe, strategy: Strategy | None) -> SpecServe:
 
 
 def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy_slo: bool = True) -> Scenario:
-    """`policy_slo`: the policy gets the TPOT SLO as a knob (Knobs.tpot_slo: TrafficSplit then maximises goodput).
-    The API has no field for it yet, so the operator as deployed maximises tokens/s: `policy_slo=False`."""
+    """`policy_slo`: when the spec sets no spec.switching.tpotSloSeconds, give the policy the scoring TPOT SLO as if
+    it did (TrafficSplit then maximises goodput), and say so: the operator does the same once the field is set.
+    `policy_slo=False` simulates the spec exactly as written."""
     notes: list[str] = []
     spec = obj.spec
     switching = spec.switching
@@ -64,9 +65,14 @@ def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy
         switching = switching.model_copy(update={"curves": _profile_curves(profile)})
         obj = obj.model_copy(update={"spec": spec.model_copy(update={"switching": switching})})
         notes.append(f"the spec has no curves or crossoverConcurrency: using the profile's curves ({profile.name})")
-    knobs = knobs_from_spec(obj, startup_seconds=profile.startup_seconds, tpot_slo=slo.tpot if policy_slo else None)
-    if not policy_slo:
-        notes.append("the policy is not given the TPOT SLO: it maximises tokens/s, as the operator's API allows today")
+    if switching.tpot_slo_seconds is None and policy_slo:
+        switching = switching.model_copy(update={"tpot_slo_seconds": slo.tpot})
+        obj = obj.model_copy(update={"spec": obj.spec.model_copy(update={"switching": switching})})
+        notes.append(
+            f"the policy optimises for the TPOT SLO {slo.tpot:g} s as if spec.switching.tpotSloSeconds were set "
+            "(set it in your SpecServe for the same behaviour; --no-policy-slo simulates the spec as written)"
+        )
+    knobs = knobs_from_spec(obj, startup_seconds=profile.startup_seconds)
     curves = curves_from_spec(obj.spec.switching)
     cross = knobs.crossover if knobs.crossover is not None else (crossover(curves) if curves is not None else None)
     table: dict[int, list[int]] | None = None
