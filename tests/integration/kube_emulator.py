@@ -7,13 +7,18 @@ finalizers and garbage collection); see specserve/kubefake/__init__.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from specserve.kubefake import FakeApiServer, write_kubeconfig
 
-__all__ = ["FakeApiServer", "emulated_cluster", "write_kubeconfig"]
+__all__ = ["FakeApiServer", "emulated_cluster", "eventually", "operator_cluster", "write_kubeconfig"]
 
 
 @asynccontextmanager
@@ -24,3 +29,31 @@ async def emulated_cluster(*namespaces: str, **options: Any) -> AsyncIterator[tu
         for namespace in namespaces:
             api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         yield api, api.url
+
+
+@asynccontextmanager
+async def operator_cluster(
+    namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> AsyncIterator[FakeApiServer]:
+    """`emulated_cluster` with a kubeconfig pointing at it, for the operator's own client and kopf's login."""
+    async with emulated_cluster(namespace, **options) as (api, url):
+        kubeconfig = tmp_path / "kubeconfig"
+        write_kubeconfig(kubeconfig, url)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        # kopf logs in through the client library, which read KUBECONFIG when it was imported.
+        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        yield api
+
+
+async def eventually(
+    check: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.05
+) -> Any:
+    """Poll `check` until it is truthy; fail naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")

@@ -7,7 +7,6 @@ import contextlib
 import copy
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,21 +19,12 @@ from specserve.config import FINALIZER, LeaderElection, OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
 from specserve.kubefake import LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
+from tests.integration.kube_emulator import eventually
 
 NS = "llm"
 T = TypeVar("T")
 RESYNC = 0.4
 
-
-async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 class ThreadedFake:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import copy
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
-from tests.integration.kube_emulator import FakeApiServer, emulated_cluster, write_kubeconfig
+from tests.integration.kube_emulator import FakeApiServer, eventually, operator_cluster
 
 NS = "llm"
 SPECSERVES = "specserve.io/v1alpha1/specserves"
@@ -68,16 +68,6 @@ def _path(resource: str, name: str) -> str:
     return f"{prefix}/namespaces/{NS}/{parts[-1]}/{name}"
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
 
 def specserve(doc: dict[str, Any]) -> dict[str, Any]:
     body = copy.deepcopy(doc)
@@ -90,13 +80,8 @@ async def cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> AsyncIterator[Cluster]:
     # request.param: FakeApiServer options (parametrize "cluster" indirectly to change them for one test).
-    async with emulated_cluster(NS, **request.param) as (api, url), aiohttp.ClientSession() as session:
-        kubeconfig = tmp_path / "kubeconfig"
-        write_kubeconfig(kubeconfig, url)
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        # kopf logs in through the client library, which read KUBECONFIG when it was imported.
-        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
-        yield Cluster(api, url, session)
+    async with operator_cluster(NS, tmp_path, monkeypatch, **request.param) as api, aiohttp.ClientSession() as s:
+        yield Cluster(api, api.url, s)
 
 
 @pytest.fixture(params=[False])

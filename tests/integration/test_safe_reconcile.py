@@ -14,7 +14,7 @@ import copy
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,23 +24,14 @@ import pytest
 from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer
+from tests.integration.kube_emulator import eventually, operator_cluster
 
 NS = "llm"
 NAME = "kimi-k25"
 RESYNC = 0.5
 JSON = dict[str, Any]
 
-
-async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 @dataclass
@@ -128,12 +119,7 @@ async def background(*coros: Any) -> AsyncIterator[None]:
 
 @pytest.fixture()
 async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    async with FakeApiServer(auto_ready=False) as api:
-        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        kubeconfig = tmp_path / "kubeconfig"
-        write_kubeconfig(kubeconfig, api.url)
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=False) as api:
         yield api
 
 
@@ -415,17 +401,17 @@ async def test_without_the_podmonitor_api_only_its_own_condition_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kimi_doc: JSON
 ) -> None:
     assert kimi_doc["spec"]["monitoring"]["podMonitor"]
-    async with FakeApiServer(prometheus_operator=False) as api:  # no Prometheus Operator CRDs: 404 on PodMonitors
-        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        write_kubeconfig(tmp_path / "kubeconfig", api.url)
-        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
-        async with background(Kubelet(api).run()), running():
-            await serving(api, kimi_doc)
-            pod_monitor = condition(api, "PodMonitorReady") or {}
-            assert (pod_monitor.get("status"), pod_monitor.get("reason")) == ("False", "NotInstalled")
-            assert status_of(api, "Degraded") == "False"
-            await quiet(api)  # and it is not tried again every resync
+    # No Prometheus Operator CRDs: 404 on PodMonitors.
+    async with (
+        operator_cluster(NS, tmp_path, monkeypatch, prometheus_operator=False) as api,
+        background(Kubelet(api).run()),
+        running(),
+    ):
+        await serving(api, kimi_doc)
+        pod_monitor = condition(api, "PodMonitorReady") or {}
+        assert (pod_monitor.get("status"), pod_monitor.get("reason")) == ("False", "NotInstalled")
+        assert status_of(api, "Degraded") == "False"
+        await quiet(api)  # and it is not tried again every resync
 
 
 async def test_a_transient_read_error_does_not_flip_the_pool_conditions(

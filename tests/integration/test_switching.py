@@ -18,22 +18,18 @@ from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.emulator.testing import free_port
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kubefake import DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve.kubefake import DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from tests.integration.kube_emulator import eventually as wait_for
+from tests.integration.kube_emulator import operator_cluster
 from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators
 
 NS = "llm"
 NAME = "kimi-k25"
 
 
+
 async def eventually(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    return await wait_for(check, timeout, what, interval=0.1)
 
 
 @pytest.fixture()
@@ -55,12 +51,7 @@ def prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
 
 @pytest.fixture()
 async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    async with FakeApiServer(auto_ready=True) as api:
-        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        kubeconfig = tmp_path / "kubeconfig"
-        write_kubeconfig(kubeconfig, api.url)
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=True) as api:
         yield api
 
 
@@ -267,12 +258,7 @@ BASELINE_ALWAYS = {
 @pytest.fixture()
 async def manual_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
     """The fake API server without its auto-ready Deployment controller: the test says when pods are Ready."""
-    async with FakeApiServer(auto_ready=False) as api:
-        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        kubeconfig = tmp_path / "kubeconfig"
-        write_kubeconfig(kubeconfig, api.url)
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=False) as api:
         yield api
 
 

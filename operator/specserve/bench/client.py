@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,18 @@ def _chunk_text(obj: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+async def sse_objects(content: aiohttp.StreamReader) -> AsyncIterator[Any]:
+    """The JSON payloads of an OpenAI-style server-sent event stream, up to `data: [DONE]`."""
+    async for raw in content:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        yield json.loads(data)
+
+
 async def stream_one(session: aiohttp.ClientSession, target: Target, prompt: str, rec: RequestRecord) -> None:
     """Fill `rec` in place (so a cancelled request keeps the chunks it got); errors go to rec.error."""
     path = "/v1/chat/completions" if target.api == "chat" else "/v1/completions"
@@ -83,18 +96,11 @@ async def stream_one(session: aiohttp.ClientSession, target: Target, prompt: str
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {_error_message(await resp.text())}"
                 return
-            async for raw in resp.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
-                obj = json.loads(data)
+            async for obj in sse_objects(resp.content):
                 if not isinstance(obj, dict):
                     continue
                 if obj.get("object") == "error" or "error" in obj:
-                    rec.error = f"server error mid-stream: {_error_message(data.decode(errors='replace'))}"
+                    rec.error = f"server error mid-stream: {_error_message(json.dumps(obj))}"
                     return
                 usage = obj.get("usage")
                 if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):

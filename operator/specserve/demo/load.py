@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from specserve.bench.client import Target, request_body
+from specserve.bench.client import Target, request_body, sse_objects
 from specserve.demo.gateway import SERVED_BY
 
 PROMPT = "Explain speculative decoding to a new engineer."
@@ -137,14 +137,7 @@ async def stream(
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {(await resp.text())[:120]}"
                 return
-            async for raw in resp.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
-                obj = json.loads(data)
+            async for obj in sse_objects(resp.content):
                 usage = obj.get("usage") if isinstance(obj, dict) else None
                 if isinstance(usage, dict):
                     rec.tokens = int(usage.get("completion_tokens") or rec.tokens)
