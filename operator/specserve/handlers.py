@@ -48,10 +48,15 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
             telemetry.SPECULATIVE_WEIGHT.labels(ns, name).set(outcome.status.weights.speculative)
 
 
-def _warn(body: Mapping[str, Any], reason: str, message: str) -> None:
-    # Outside a kopf handler (a reconcile the switching loop triggered) kopf has no event queue: the log remains.
-    with contextlib.suppress(LookupError):
+async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) -> None:
+    try:
         kopf.warn(kopf.Body(cast(kopf.RawBody, dict(body))), reason=reason, message=message)
+    except LookupError:
+        # Outside a kopf handler (a reconcile the switching loop triggered) kopf has no event queue: post it
+        # ourselves, so a DowntimeAhead warning is never lost because the loop, not a resync, found it.
+        post = getattr(kube, "post_event", None)
+        if post is not None:
+            await post(dict(body), reason=reason, message=message, type_="Warning")
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  # noqa: PLR0915 (one wiring)
@@ -73,10 +78,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
                 memo["last_write"] = outcome.write
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
-            _warn(body, "InvalidSpec", outcome.invalid)
+            await _warn(kube, body, "InvalidSpec", outcome.invalid)
             logger.warning("spec rejected, nothing changed: %s", outcome.invalid)
         for reason, message in outcome.warnings:  # e.g. DowntimeAhead, posted before the next pass acts
-            _warn(body, reason, message)
+            await _warn(kube, body, reason, message)
             logger.warning("%s: %s", reason, message)
         for ref in outcome.applied:
             logger.info("applied %s", ref)
