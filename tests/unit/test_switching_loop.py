@@ -51,12 +51,13 @@ class FakeKube:
 
     registry: Registry
     deployments: list[JSON] = field(default_factory=list)
+    pods: list[JSON] = field(default_factory=list)
     patches: list[tuple[str, JSON]] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
         assert kind in (DEPLOYMENT, POD)
-        return copy.deepcopy(self.deployments) if kind is DEPLOYMENT else []
+        return copy.deepcopy(self.deployments if kind is DEPLOYMENT else self.pods)
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
         self.patches.append((name, status_body))
@@ -118,11 +119,13 @@ class StandIn:
     """The policy, reduced to one rule: all weight to baseline above 10 requests, to speculative below 5."""
 
     calls: list[tuple[PolicyState, Sample, bool]] = field(default_factory=list)
+    knobs: list[Knobs] = field(default_factory=list)
 
     def __call__(
         self, knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample, *, converging: bool = False
     ) -> Verdict:
         self.calls.append((state, sample, converging))
+        self.knobs.append(knobs)
         streak = 0 if sample.demand is not None else state.unknown_streak + 1
         held = replace(state, unknown_streak=streak, last_evaluation=sample.time)
         hold = Verdict(held, Action.HOLD, held.mode, held.weights, "hold", demand=sample.demand)
@@ -411,3 +414,22 @@ async def test_a_specserve_without_metrics_costs_no_write_until_they_are_declare
     assert w.condition("MetricsAvailable")["status"] == "False"
     assert w.status()["switching"]["unknownStreak"] == 3
     assert [(t, r) for t, r, _ in w.kube.events] == [("Warning", "MetricsUnavailable")]
+
+
+async def test_a_restart_is_priced_with_the_start_up_its_pods_measured(kimi_doc: dict[str, Any]) -> None:
+    doc = copy.deepcopy(kimi_doc)
+    doc["spec"]["strategy"] = "Restart"
+    world = make_world(doc)
+    await world.round_at(100)
+    assert world.policy.knobs[-1].startup_seconds == 600.0  # no pod has shown it: the documented default
+    world.kube.pods = [
+        {
+            "metadata": {"name": "kimi-k25-engine-0", "labels": {"specserve.io/instance": "kimi-k25"}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T10:08:30Z"}],
+                "containerStatuses": [{"name": "sglang", "state": {"running": {"startedAt": "2026-12-01T10:00:00Z"}}}],
+            },
+        }
+    ]
+    await world.round_at(105)
+    assert world.policy.knobs[-1].startup_seconds == 510.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from specserve.api.models import Mode, SpecServe, Strategy
@@ -19,6 +19,7 @@ from specserve.kube.kinds import DEPLOYMENT, POD, Kind
 from specserve.metrics.promql import PoolKey, Query, SelectorError, Windows, grouped_queries, selector_queries
 from specserve.metrics.results import QueryResult
 from specserve.metrics.signal import PoolTarget, Reading, Target, failed, index, read
+from specserve.metrics.startup import measured_startup_seconds
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
 from specserve.switching.pools import PoolState, pool_states
 from specserve.switching.record import Source
@@ -118,6 +119,7 @@ def pod_urls(obj: SpecServe, pods: list[JSON]) -> dict[PoolKey, list[str]]:
 class Gathered:
     reading: Reading
     pools: tuple[PoolState, ...]
+    startup_seconds: float | None = None  # Restart: the engine's start-up as its pods measured it
 
 
 NO_URL = "no Prometheus: set spec.switching.metrics.prometheusUrl or run the operator with --prometheus-url"
@@ -170,8 +172,9 @@ async def gather(
     kube: KubeReader, readers: Readers, plans: Sequence[Plan], now: float
 ) -> dict[tuple[str, str], Gathered]:
     deployments = await _list_by_namespace(kube, DEPLOYMENT, {p.obj.metadata.namespace for p in plans})
-    direct_ns = {p.obj.metadata.namespace for p in plans if p.direct}
-    pods = await _list_by_namespace(kube, POD, direct_ns) if direct_ns else {}
+    # Pods: scraped by Direct; their start-up times price a Restart switch.
+    pod_ns = {p.obj.metadata.namespace for p in plans if p.direct or p.obj.spec.strategy is Strategy.RESTART}
+    pods = await _list_by_namespace(kube, POD, pod_ns) if pod_ns else {}
     r = _Round(now)
     for p in plans:
         ns = p.obj.metadata.namespace
@@ -200,4 +203,9 @@ async def gather(
         r.settle(r.members[windows], await readers.direct.read(r.scrapes[windows], windows))
 
     await asyncio.gather(*(run_prometheus(g) for g in r.queries), *(run_direct(w) for w in r.scrapes))
+    for p in plans:
+        in_namespace = pods.get(p.obj.metadata.namespace)
+        if p.obj.spec.strategy is Strategy.RESTART and isinstance(in_namespace, list) and p.key in r.out:
+            measured = measured_startup_seconds(in_namespace, p.obj.metadata.name)
+            r.out[p.key] = replace(r.out[p.key], startup_seconds=measured)
     return r.out

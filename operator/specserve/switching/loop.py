@@ -161,7 +161,7 @@ class SwitchingLoop:
         return report
 
     async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: Plan, got: Gathered, now: float) -> Evaluation:
-        knobs: Knobs = knobs_from_spec(obj)
+        knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
         inputs = (self.decide, knobs, self._curves_of(p.key, obj))
         memory = self._memory.get(p.key)
         done = await evaluate(
