@@ -75,9 +75,7 @@ async def _run_all(calls: list[Callable[[], Awaitable[None]]], concurrency: int)
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def _phase(
-    name: str, pid: int, calls: list[Callable[[], Awaitable[None]]], concurrency: int
-) -> dict[str, float]:
+async def _phase(name: str, pid: int, calls: list[Callable[[], Awaitable[None]]], concurrency: int) -> dict[str, float]:
     cpu, wall = _cpu_seconds(pid), time.perf_counter()
     await _run_all(calls, concurrency)
     cpu, wall = _cpu_seconds(pid) - cpu, time.perf_counter() - wall

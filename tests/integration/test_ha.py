@@ -26,7 +26,6 @@ T = TypeVar("T")
 RESYNC = 0.4
 
 
-
 class ThreadedFake:
     """The fake API server on its own thread and loop: kopf's shutdown cancels every task it finds in its loop,
     and would cancel the server's too (in a cluster the API server is elsewhere). Calls run on the server's loop."""
@@ -130,8 +129,8 @@ async def test_no_finalizer_is_added_and_an_old_one_is_removed(fake: ThreadedFak
         fake.create(seeded(kimi_doc, "new"))
         await eventually(lambda: converged(fake, "old") and converged(fake, "new"), what="both reconciled")
         await eventually(
-            lambda: not (fake.get(SPECSERVES, NS, "old") or {"metadata": {"finalizers": [1]}})["metadata"].get(
-                "finalizers"
+            lambda: (
+                not (fake.get(SPECSERVES, NS, "old") or {"metadata": {"finalizers": [1]}})["metadata"].get("finalizers")
             ),
             what="the old finalizer removed",
         )
@@ -182,7 +181,7 @@ def lease_config(identity: str, liveness: str | None = None) -> OperatorConfig:
             lease_seconds=2,
             renew_deadline_seconds=1.4,
             retry_seconds=0.2,
-        )
+        ),
     )
 
 
@@ -227,9 +226,7 @@ async def test_the_operator_acts_only_while_it_holds_the_lease(fake: ThreadedFak
     assert uncovered == set()  # specserve.kube.rbac (and so the chart) grants every call, the Lease's included
 
 
-async def test_losing_the_lease_stops_the_operator_with_an_error(
-    fake: ThreadedFake, kimi_doc: dict[str, Any]
-) -> None:
+async def test_losing_the_lease_stops_the_operator_with_an_error(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
     from specserve.commands.run import LeadershipLostError  # noqa: PLC0415
 
     fake.create(seeded(kimi_doc, "kimi"))

@@ -68,7 +68,6 @@ def _path(resource: str, name: str) -> str:
     return f"{prefix}/namespaces/{NS}/{parts[-1]}/{name}"
 
 
-
 def specserve(doc: dict[str, Any]) -> dict[str, Any]:
     body = copy.deepcopy(doc)
     body["metadata"]["namespace"] = NS
@@ -269,11 +268,7 @@ async def test_invalid_update_is_reported_and_disturbs_nothing(
     assert status["observedGeneration"] == 1  # generation 2 was not applied
 
     def posted_events() -> list[dict[str, Any]]:
-        return [
-            r.body
-            for r in cluster.api.requests
-            if r.method == "POST" and r.plural == "events"
-        ]
+        return [r.body for r in cluster.api.requests if r.method == "POST" and r.plural == "events"]
 
     await eventually(posted_events, what="the warning event")
     await asyncio.sleep(RESYNC * 3)  # several resyncs of the same invalid spec
@@ -332,9 +327,7 @@ async def test_children_are_server_side_applied_by_the_specserve_field_manager(
 ) -> None:
     await create_and_wait(cluster, kimi_doc)
     child_patches = [
-        r
-        for r in cluster.api.requests
-        if r.method == "PATCH" and r.resource is not None and r.plural != "specserves"
+        r for r in cluster.api.requests if r.method == "PATCH" and r.resource is not None and r.plural != "specserves"
     ]
     assert {r.name for r in child_patches} == {"kimi-k25-spec", "kimi-k25-base", "kimi-k25"}
     for request in child_patches:

@@ -33,7 +33,6 @@ RESYNC = 0.5
 JSON = dict[str, Any]
 
 
-
 @dataclass
 class Kubelet:
     """Deployment controller + kubelet stand-in: a changed pod template means no Ready pod until it has loaded."""

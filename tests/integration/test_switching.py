@@ -27,7 +27,6 @@ NS = "llm"
 NAME = "kimi-k25"
 
 
-
 async def eventually(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
     return await wait_for(check, timeout, what, interval=0.1)
 

@@ -119,7 +119,9 @@ async def test_faults_answer_delay_and_hang(live: Live) -> None:
     assert fault.hits == 1
     api.faults.add(method="PATCH", path="/deployments/", status=409, times=None)
     for _ in range(2):
-        async with session.patch(f"{DEPLOY_PATH}/web", json={}, headers={"Content-Type": "application/merge-patch+json"}) as resp:  # noqa: E501
+        async with session.patch(
+            f"{DEPLOY_PATH}/web", json={}, headers={"Content-Type": "application/merge-patch+json"}
+        ) as resp:
             assert resp.status == 409
     api.faults.add(method="GET", path="/deployments/web$", hang=True)
     with pytest.raises(asyncio.TimeoutError):

@@ -72,9 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PREFIX",
         help="let SpecServes mount model.cache.hostPath under this directory (repeatable; default: none)",
     )
-    parser.add_argument(
-        "--allow-host-path-write", action="store_true", help="let allowed host paths mount read-write"
-    )
+    parser.add_argument("--allow-host-path-write", action="store_true", help="let allowed host paths mount read-write")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 

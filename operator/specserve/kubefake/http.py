@@ -217,9 +217,7 @@ class Handler:
             return _json({"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}})
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
-    async def _watch(
-        self, request: aiohttp.web.Request, t: Target, selector: Selector
-    ) -> aiohttp.web.StreamResponse:
+    async def _watch(self, request: aiohttp.web.Request, t: Target, selector: Selector) -> aiohttp.web.StreamResponse:
         raw_rv = request.query.get("resourceVersion", "")
         since = int(raw_rv) if raw_rv not in ("", "0") and raw_rv.isdigit() else None
         timeout = float(request.query.get("timeoutSeconds") or 1800)

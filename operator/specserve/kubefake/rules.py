@@ -115,7 +115,9 @@ def resources(res: Any, field: str) -> Causes:
             out.append((f"{field}.requests[{name}]", f"Invalid value: {amount!r}: must be less than or equal to "
                         f"{name} limit of {limits[name]}"))  # fmt: skip
         elif extended and name not in limits:
-            out.append((f"{field}.limits[{name}]", "Required value: Limit must be set for non overcommitable resources"))  # noqa: E501
+            out.append(
+                (f"{field}.limits[{name}]", "Required value: Limit must be set for non overcommitable resources")
+            )
         elif extended and quantity.value(amount) != quantity.value(limits[name]):
             out.append((f"{field}.requests[{name}]", f"Invalid value: {amount!r}: must be equal to {name} limit of "
                         f"{limits[name]}"))  # fmt: skip
@@ -134,7 +136,7 @@ def tolerations(items: Any, field: str) -> Causes:
         if operator == "Exists" and value:
             out.append((f"{path}.operator", f"Invalid value: {value!r}: must be empty when `operator` is 'Exists'"))
         elif operator not in ("Exists", "Equal"):
-            out.append((f"{path}.operator", f"Unsupported value: {operator!r}: supported: \"Equal\", \"Exists\""))
+            out.append((f"{path}.operator", f'Unsupported value: {operator!r}: supported: "Equal", "Exists"'))
         elif operator == "Equal" and value:
             out += label_value(value, f"{path}.value")
         if "tolerationSeconds" in tol and effect != "NoExecute":

@@ -222,7 +222,7 @@ class CustomResourceSchema:
                 failure = self._evaluate(index, rule, program, value, old_value, dumped)
                 if failure:
                     field = _field(at) + (rule.get("fieldPath") or "" if failure != "error" else "")
-                    causes.append((field, f"Invalid value: \"object\": {failure}"))
+                    causes.append((field, f'Invalid value: "object": {failure}'))
         return causes
 
     def _schema_causes(self, obj: JSON, old: JSON | None) -> Causes:
@@ -237,7 +237,7 @@ class CustomResourceSchema:
     def _evaluate(
         self, index: int, rule: JSON, program: Any, value: Any, old_value: Any, dumped: dict[int, str]
     ) -> str:
-        """"" when the rule holds, else the message."""
+        """ "" when the rule holds, else the message."""
         from celpy.adapter import json_to_cel  # noqa: PLC0415
         from celpy.evaluation import CELEvalError  # noqa: PLC0415
 

@@ -117,9 +117,7 @@ class Store:
 
     # --------------------------------------------------------------------------------------------- writes
 
-    def create(
-        self, body: JSON, *, rt: ResourceType, namespace: str | None = None, manager: str = "unknown"
-    ) -> JSON:
+    def create(self, body: JSON, *, rt: ResourceType, namespace: str | None = None, manager: str = "unknown") -> JSON:
         """POST: 409 AlreadyExists when taken; generateName honoured; uid/creationTimestamp/generation set."""
         meta = body.setdefault("metadata", {})
         ns = (namespace or meta.get("namespace") or "") if rt.namespaced else ""
@@ -428,7 +426,7 @@ class Store:
         for rt in self.registry:
             if not rt.namespaced:
                 continue
-            for (obj_ns, name) in sorted(self._bucket(rt)):
+            for obj_ns, name in sorted(self._bucket(rt)):
                 if obj_ns == ns and (self.get(rt, ns, name) or {}).get("metadata", {}).get("deletionTimestamp") is None:
                     self.delete(rt, ns, name)
         self._finish_namespace(ns)
