@@ -18,7 +18,8 @@ from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.emulator.testing import free_port
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kubefake import DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from specserve.render.engine import ADAPTIVE_CONFIG_KEY
 from tests.integration.kube_emulator import eventually as wait_for
 from tests.integration.kube_emulator import operator_cluster
 from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators
@@ -355,3 +356,49 @@ async def test_a_series_selector_prometheus_refuses_is_reported_with_its_message
         # Posted right after the status write that set the condition.
         await eventually(lambda: ("Warning", "MetricsUnavailable") in events(fake), what="the Warning event")
         assert not running.done()
+
+
+def adaptive_config(api: FakeApiServer) -> str:
+    config = api.get(CONFIGMAPS, NS, f"{NAME}-adaptive") or {}
+    return str((config.get("data") or {}).get(ADAPTIVE_CONFIG_KEY, ""))
+
+
+async def test_adaptive_re_renders_its_config_only_when_the_crossover_moves_past_the_band(
+    fake: FakeApiServer, engine_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
+) -> None:
+    await load.set(2)
+    doc = switching_doc(kimi_doc)
+    doc["spec"]["strategy"] = "Adaptive"
+    doc["spec"]["switching"].update({"crossoverConcurrency": 16, "hysteresis": 0.2})
+    async with operator(engine_prometheus.url) as running:
+        fake.create(doc)
+        await eventually(lambda: '"16"' in adaptive_config(fake), what="the config rendered from crossover 16")
+        await eventually(
+            lambda: (status(fake).get("switching") or {}).get("adaptiveCrossover") == 16, what="the loop's state"
+        )
+        # (A freshly started Prometheus has no series for its first scrapes: wait until the load is read.)
+        await eventually(lambda: condition(fake, "MetricsAvailable").get("status") == "True", what="load read")
+        engine_hash = (fake.get(DEPLOYMENTS, NS, f"{NAME}-engine") or {})["spec"]["template"]["metadata"]
+        decisions = len(status(fake).get("history", []))
+
+        # Re-measured within the band (+12 %): the config stays, no pod rolls, nothing is decided.
+        fake.patch(SPECSERVES, NS, NAME, {"spec": {"switching": {"crossoverConcurrency": 18}}})
+        await asyncio.sleep(4)
+        assert '"16"' in adaptive_config(fake)
+        assert (fake.get(DEPLOYMENTS, NS, f"{NAME}-engine") or {})["spec"]["template"]["metadata"] == engine_hash
+        assert len(status(fake).get("history", [])) == decisions
+
+        # Past the band: one Reconfigure decision, and the reconcile renders the config from the new crossover.
+        fake.patch(SPECSERVES, NS, NAME, {"spec": {"switching": {"crossoverConcurrency": 40}}})
+        await eventually(lambda: '"40"' in adaptive_config(fake), what="the config re-rendered from crossover 40")
+        last = status(fake)["lastDecision"]
+        assert last["action"] == "Reconfigure" and "40.0" in last["reason"]
+        assert ("Normal", "Reconfigure") in events(fake)
+        # One replica, no surge: the operator warns of the unavoidable gap (an event even though the switching
+        # loop, not a kopf handler, triggered this reconcile), then rolls the pool on its next pass.
+        await eventually(lambda: ("Warning", "DowntimeAhead") in events(fake), what="the downtime warning")
+        await eventually(
+            lambda: (fake.get(DEPLOYMENTS, NS, f"{NAME}-engine") or {})["spec"]["template"]["metadata"] != engine_hash,
+            what="the pool rolled onto the new config",
+        )
+        assert not running.done(), "the operator stopped"
