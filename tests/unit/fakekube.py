@@ -8,22 +8,10 @@ from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import SPECSERVE, Kind
+from specserve.kubefake.patching import merge_patch
 from tests.unit import server_objects
 
 JSON = dict[str, Any]
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
 
 
 class FakeKube:
@@ -80,7 +68,7 @@ class FakeKube:
         assert kind == SPECSERVE
         self.writes.append(("status", name))
         self.status_patches.append(copy.deepcopy(status_body))
-        self.status = _merge(self.status, status_body)
+        self.status = merge_patch(self.status, status_body)
 
     # ---------------------------------------------------------------------------- the test's controller
 

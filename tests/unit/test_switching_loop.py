@@ -13,6 +13,7 @@ import pytest
 from specserve import telemetry
 from specserve.api.models import Mode, Weights
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
+from specserve.kubefake.patching import merge_patch as apply_merge_patch
 from specserve.metrics.promql import PoolKey, Query, Signal, Windows
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
@@ -23,18 +24,6 @@ from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracke
 NS = "llm"
 JSON = dict[str, Any]
 ALL_BASE, ALL_SPEC = Weights(speculative=0, baseline=100), Weights(speculative=100, baseline=0)
-
-
-def apply_merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = apply_merge(out.get(key), value)
-    return out
 
 
 def deployment(name: str, ready: int = 1) -> JSON:
@@ -64,7 +53,7 @@ class FakeKube:
         tracked = self.registry.get((namespace, name))
         assert tracked is not None
         body = copy.deepcopy(tracked.body)
-        body["status"] = apply_merge(body.get("status") or {}, status_body)
+        body["status"] = apply_merge_patch(body.get("status") or {}, status_body)
         tracked.body = body
 
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
