@@ -8,6 +8,7 @@ finalizers and garbage collection); see specserve/kubefake/__init__.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,9 +17,19 @@ from typing import Any
 
 import pytest
 
+from specserve.commands.run import serve
+from specserve.config import OperatorConfig
+from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kubefake import FakeApiServer, write_kubeconfig
 
-__all__ = ["FakeApiServer", "emulated_cluster", "eventually", "operator_cluster", "write_kubeconfig"]
+__all__ = [
+    "FakeApiServer",
+    "emulated_cluster",
+    "eventually",
+    "operator_cluster",
+    "running_operator",
+    "write_kubeconfig",
+]
 
 
 @asynccontextmanager
@@ -57,3 +68,19 @@ async def eventually(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@asynccontextmanager
+async def running_operator(config: OperatorConfig) -> AsyncIterator[asyncio.Task[None]]:
+    """The real operator (`specserve run`'s serve()), in this test's loop, until the block ends; its task, so a test
+    can check it is still running (or read how it ended)."""
+    stop = asyncio.Event()
+    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, attempts=2, backoff_base=0.05))
+    task = asyncio.create_task(serve(config, kube, stop_flag=stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        if not task.done():  # a test that expects it to end by itself reads its outcome
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout=30)

@@ -7,7 +7,7 @@ import contextlib
 import copy
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from specserve.config import FINALIZER, LeaderElection, OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
 from specserve.kubefake import LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
-from tests.integration.kube_emulator import eventually
+from tests.integration.kube_emulator import eventually, running_operator
 
 NS = "llm"
 T = TypeVar("T")
@@ -88,20 +88,6 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadedFa
         api.close()
 
 
-@contextlib.asynccontextmanager
-async def operator(config: OperatorConfig) -> AsyncIterator[asyncio.Task[None]]:
-    stop = asyncio.Event()
-    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, attempts=2, backoff_base=0.05))
-    task = asyncio.create_task(serve(config, kube, stop_flag=stop))
-    try:
-        yield task
-    finally:
-        stop.set()
-        if not task.done():  # a test that expects it to end by itself reads its outcome
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, timeout=30)
-
-
 def seeded(doc: dict[str, Any], name: str, finalizers: list[str] | None = None) -> dict[str, Any]:
     body = copy.deepcopy(doc)
     body["metadata"] = {"name": name, "namespace": NS, **({"finalizers": finalizers} if finalizers else {})}
@@ -125,7 +111,7 @@ def config(**overrides: Any) -> OperatorConfig:
 
 async def test_no_finalizer_is_added_and_an_old_one_is_removed(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
     fake.create(seeded(kimi_doc, "old", finalizers=[FINALIZER]))  # as an older operator version left it
-    async with operator(config()):
+    async with running_operator(config()):
         fake.create(seeded(kimi_doc, "new"))
         await eventually(lambda: converged(fake, "old") and converged(fake, "new"), what="both reconciled")
         await eventually(
@@ -143,7 +129,7 @@ async def test_no_finalizer_is_added_and_an_old_one_is_removed(fake: ThreadedFak
 async def test_deletion_while_running_stops_the_resync_of_that_object(
     fake: ThreadedFake, kimi_doc: dict[str, Any]
 ) -> None:
-    async with operator(config()):
+    async with running_operator(config()):
         fake.create(seeded(kimi_doc, "gone"))
         fake.create(seeded(kimi_doc, "kept"))
         await eventually(lambda: converged(fake, "gone") and converged(fake, "kept"), what="both reconciled")
@@ -161,7 +147,7 @@ async def test_deletion_while_running_stops_the_resync_of_that_object(
 async def test_specserves_and_their_namespace_delete_while_the_operator_is_down(
     fake: ThreadedFake, kimi_doc: dict[str, Any]
 ) -> None:
-    async with operator(config()):
+    async with running_operator(config()):
         fake.create(seeded(kimi_doc, "a"))
         fake.create(seeded(kimi_doc, "b"))
         await eventually(lambda: converged(fake, "a") and converged(fake, "b"), what="both reconciled")
@@ -199,7 +185,7 @@ async def test_the_operator_acts_only_while_it_holds_the_lease(fake: ThreadedFak
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     liveness = f"http://127.0.0.1:{port}/healthz"
-    async with operator(lease_config("pod-a", liveness)) as task, aiohttp.ClientSession() as http:
+    async with running_operator(lease_config("pod-a", liveness)) as task, aiohttp.ClientSession() as http:
         await asyncio.sleep(1.5)
         assert not converged(fake, "kimi") and not task.done()  # standing by: nothing reconciled
         async with http.get(liveness) as response:
@@ -230,7 +216,7 @@ async def test_losing_the_lease_stops_the_operator_with_an_error(fake: ThreadedF
     from specserve.commands.run import LeadershipLostError  # noqa: PLC0415
 
     fake.create(seeded(kimi_doc, "kimi"))
-    async with operator(lease_config("pod-a")) as task:
+    async with running_operator(lease_config("pod-a")) as task:
         await eventually(lambda: converged(fake, "kimi"), what="reconciled as leader")
         fake.patch(LEASES, "specserve-system", "specserve-operator", {"spec": {"holderIdentity": "pod-b"}})
         await eventually(task.done, timeout=15, what="the operator to stop")

@@ -21,11 +21,9 @@ from typing import Any
 
 import pytest
 
-from specserve.commands.run import serve
 from specserve.config import OperatorConfig
-from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer
-from tests.integration.kube_emulator import eventually, operator_cluster
+from tests.integration.kube_emulator import eventually, operator_cluster, running_operator
 
 NS = "llm"
 NAME = "kimi-k25"
@@ -125,16 +123,8 @@ async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
 @contextlib.asynccontextmanager
 async def running(resync: float = RESYNC, events: bool = False) -> AsyncIterator[None]:
     """The real operator, in this test's loop, until the block ends."""
-    stop = asyncio.Event()
-    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, attempts=2, backoff_base=0.05))
-    config = OperatorConfig(namespaces=(NS,), resync_seconds=resync, post_events=events)
-    task = asyncio.create_task(serve(config, kube, stop_flag=stop))
-    try:
+    async with running_operator(OperatorConfig(namespaces=(NS,), resync_seconds=resync, post_events=events)):
         yield
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, timeout=30)
 
 
 @pytest.fixture()

@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 
-from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.emulator.testing import free_port
-from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
 from specserve.render.engine import ADAPTIVE_CONFIG_KEY
 from tests.integration.kube_emulator import eventually as wait_for
-from tests.integration.kube_emulator import operator_cluster
+from tests.integration.kube_emulator import operator_cluster, running_operator
 from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators
 
 NS = "llm"
@@ -55,18 +53,9 @@ async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         yield api
 
 
-@contextlib.asynccontextmanager
-async def operator(prometheus_url: str | None) -> AsyncIterator[asyncio.Task[None]]:
-    stop = asyncio.Event()
+def operator(prometheus_url: str | None) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
     config = OperatorConfig(namespaces=(NS,), resync_seconds=5.0, prometheus_url=prometheus_url, post_events=True)
-    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, attempts=2, backoff_base=0.05))
-    task = asyncio.create_task(serve(config, kube, stop_flag=stop))
-    try:
-        yield task
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, timeout=30)
+    return running_operator(config)
 
 
 @pytest.fixture()
