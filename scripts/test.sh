@@ -12,14 +12,14 @@ if ! command -v prometheus >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
-prometheus --version 2>&1 | head -n 1
+prometheus --version 2>&1 | sed -n 1p  # sed reads to EOF: `head` would SIGPIPE the writer under pipefail
 
 step "HAProxy (Debian package; the gateway of specserve demo and tests/e2e)"
 if ! command -v haproxy >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null
 fi
-haproxy -v 2>&1 | head -n 1
+haproxy -v 2>&1 | sed -n 1p
 
 step "Python environment (.venv)"
 [ -x .venv/bin/python ] || python3 -m venv .venv
