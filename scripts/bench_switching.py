@@ -14,7 +14,10 @@ reaction: the integration environment (SGLang emulators, Prometheus, the fake AP
 demand steps from 1 to 24 requests in flight; the time to the first HTTPRoute weight change is compared with the
 bound evaluation interval + stabilization window + 2 scrape intervals, for a few settings.
 rss: the fake API server and `specserve run` as separate processes, 200 SpecServes, the operator's VmRSS/VmHWM
-after every SpecServe has been evaluated, and its CPU over a steady minute.
+after every SpecServe has been evaluated, and its CPU over a steady minute. The operator runs from a venv with what
+the operator image installs (`pip install .`, no extras: .cache/bench/operator-venv, built on first use), since the
+dev extras (kubernetes-validate, jsonschema: the fake's validators) are imported by the kubernetes client when
+present; `--operator-python` runs it from another interpreter.
 """
 
 from __future__ import annotations
@@ -288,7 +291,21 @@ def _proc(pid: int) -> tuple[int, int, float]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0]), cpu
 
 
-def bench_rss(count: int, steady_seconds: float, resync_seconds: float) -> JSON:
+def operator_venv() -> str:
+    """The interpreter of a venv holding specserve as the operator image installs it (no extras)."""
+    venv = ROOT / ".cache" / "bench" / "operator-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"building {venv} (pip install ., as the operator image does)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", str(ROOT)], check=True)
+    else:  # the source may have moved on since the venv was built
+        reinstall = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)]
+        subprocess.run(reinstall, check=True)
+    return str(python)
+
+
+def bench_rss(count: int, steady_seconds: float, resync_seconds: float, operator_python: str) -> JSON:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         names = [f"s{i}" for i in range(count)]
@@ -322,7 +339,7 @@ def bench_rss(count: int, steady_seconds: float, resync_seconds: float) -> JSON:
                 _http("POST", f"{base}/apis/specserve.io/v1alpha1/namespaces/{NS}/specserves", body)
             env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
             operator = subprocess.Popen(
-                [sys.executable, "-m", "specserve.cli", "run", "-n", NS, "--prometheus-url", prom.url,
+                [operator_python, "-m", "specserve.cli", "run", "-n", NS, "--prometheus-url", prom.url,
                  "--log-level", "warning", "--resync-seconds", str(resync_seconds)],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -348,6 +365,7 @@ def bench_rss(count: int, steady_seconds: float, resync_seconds: float) -> JSON:
                 "steady_cpu_seconds": cpu1 - cpu0,
                 "steady_seconds": steady_seconds,
                 "resync_seconds": resync_seconds,
+                "operator_python": operator_python,
             }
             print(
                 f"{count} SpecServes: all evaluated after {evaluated_after:.0f} s; RSS {rss / 1024:.0f} MB, after "
@@ -374,6 +392,7 @@ def main() -> int:
     parser.add_argument(
         "--resync-seconds", type=float, default=30.0, help="rss: the operator's resync (default 30, as deployed)"
     )
+    parser.add_argument("--operator-python", help="rss: run the operator with this interpreter (default: see above)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     out: JSON = {}
@@ -382,7 +401,8 @@ def main() -> int:
     if args.what in ("reaction", "all"):
         out["reaction"] = bench_reaction([(1, 0, 1.0), (5, 0, 1.0), (2, 3, 1.0)])
     if args.what in ("rss", "all"):
-        out["rss"] = bench_rss(args.count, args.steady_seconds, args.resync_seconds)
+        python = args.operator_python or operator_venv()
+        out["rss"] = bench_rss(args.count, args.steady_seconds, args.resync_seconds, python)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")
     _ = Windows  # the query windows the round uses come from each SpecServe's interval (metrics.promql.Windows)

@@ -1,5 +1,5 @@
-"""kopf wiring: every event and the resync timer call the same reconcile; the switching loop runs beside it
-(started and stopped with the operator) and triggers that same reconcile when it decides a change."""
+"""kopf wiring: every change event, the resync loop and the switching loop call the same reconcile; the two
+loops run beside kopf (started and stopped with the operator)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from specserve.finalizers import GONE
 from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
 from specserve.render.manifests import LABEL_INSTANCE
+from specserve.resync import resync_forever
 from specserve.slots import slot
 from specserve.status import READY
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
@@ -28,8 +29,10 @@ log = logging.getLogger(__name__)
 
 
 def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
-    # kopf hands out read-only views; the API models want plain data.
+    # kopf hands out read-only views; the API models want plain data. managedFields are a third of a SpecServe's
+    # body and nothing here reads them: the copy the registry keeps of every SpecServe goes without.
     data: dict[str, Any] = json.loads(json.dumps(dict(body), default=dict))
+    (data.get("metadata") or {}).pop("managedFields", None)
     return data
 
 
@@ -65,7 +68,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
 
     async def run_once(body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger) -> None:
         kube: Kube = memo["kube"]
-        # One reconcile per object at a time: the resync timer, change handlers and the switching loop.
+        # One reconcile per object at a time: change handlers, the resync loop and the switching loop.
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
         async with lock, slot(memo):  # the slot inside the lock: triggers queued behind it hold none
             if memo.get(GONE):  # deleted (no finalizer holds it): triggers queued before must not re-create children
@@ -100,14 +103,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
     async def on_change(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
         await run_once(body, memo, logger)
 
-    @kopf.timer(*resource, interval=config.resync_seconds, initial_delay=config.resync_seconds, registry=registry)
-    async def resync(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-        await run_once(body, memo, logger)
-
     @kopf.on.event(*resource, registry=registry)
     async def track(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         # Every watch event, status-only changes included; no API call, no kopf bookkeeping.
         if event.get("type") == "DELETED":
+            memo[GONE] = True  # reconciles already queued behind the lock must not re-create its children
             tracked.forget(body)
         else:
             tracked.update(_plain(body), memo)
@@ -129,7 +129,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             await run_once(item.body, item.memo, log)
 
     @kopf.on.startup(registry=registry)
-    async def start_switching(memo: kopf.Memo, **_: Any) -> None:
+    async def start_loops(memo: kopf.Memo, **_: Any) -> None:
         sources = Sources()
 
         async def trigger(item: Tracked) -> None:
@@ -139,14 +139,19 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             tracked, memo["kube"], sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url)
         )
         stop = asyncio.Event()
-        memo["switching"] = (stop, asyncio.create_task(loop.run(stop), name="specserve switching"), sources)
+        tasks = (
+            asyncio.create_task(loop.run(stop), name="specserve switching"),
+            asyncio.create_task(resync_forever(tracked, trigger, config.resync_seconds, stop), name="specserve resync"),
+        )
+        memo["loops"] = (stop, tasks, sources)
 
     @kopf.on.cleanup(registry=registry)
-    async def stop_switching(memo: kopf.Memo, **_: Any) -> None:
-        stop, task, sources = memo.get("switching", (None, None, None))
+    async def stop_loops(memo: kopf.Memo, **_: Any) -> None:
+        stop, tasks, sources = memo.get("loops", (None, (), None))
         if stop is None:
             return
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await sources.close()

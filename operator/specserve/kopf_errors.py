@@ -3,7 +3,7 @@
 Every failed Kubernetes call is a KubeError (specserve.kube.client) that already carries the method, the path and
 the server's message; the client has retried what was worth retrying. A KubeError that escapes a handler is
 turned into kopf.TemporaryError: kopf logs its message on one line and runs the handler again after `delay`
-(a resync timer simply runs at its next interval). Anything else is a bug and keeps its traceback.
+(the resync loop logs it and tries again next round). Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations

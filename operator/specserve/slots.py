@@ -1,7 +1,7 @@
-"""A bound on concurrent reconciles: every reconcile, whatever fires it (a kopf handler, the resync timer, a pool's
+"""A bound on concurrent reconciles: every reconcile, whatever fires it (a kopf handler, the resync loop, a pool's
 readiness event, the switching loop), takes one of N slots while it runs.
 
-kopf runs one task per object event and per timer, unbounded; with hundreds of SpecServes a start-up or a resync
+kopf runs one task per object event, unbounded; with hundreds of SpecServes a start-up or a resync
 round would fire hundreds of reconciles at once. The slots queue them instead (the HTTP pool bounds the calls).
 The slot is taken inside the per-object lock, so triggers queued behind one object's reconcile hold no slot.
 """

@@ -13,7 +13,6 @@ import pytest
 
 from specserve.commands.run import add_arguments, build_registry, client_options, config_from
 from specserve.config import FINALIZER, OperatorConfig, kopf_settings
-from specserve.finalizers import GONE, drop_finalizers
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import KubeError
 from specserve.slots import MEMO_KEY, slot
@@ -62,34 +61,16 @@ def test_kopf_settings_bound_kopf_calls_too() -> None:
     assert settings.queueing.worker_limit is None
 
 
-def test_no_handler_of_the_operator_requires_a_finalizer() -> None:
+def test_no_handler_of_the_operator_requires_a_finalizer_and_kopf_runs_no_timer_per_object() -> None:
     async def build() -> kopf.OperatorRegistry:  # the switching loop's handlers want a running loop
         return build_registry(OperatorConfig())
 
     registry = asyncio.run(build())
-    spawning: list[Any] = list(registry._spawning.get_all_handlers())
     changing: list[Any] = list(registry._changing.get_all_handlers())
-    assert spawning, "the resync timer is registered"
-    assert all(not h.requires_finalizer for h in [*spawning, *changing])
-
-
-def test_a_deleted_object_no_longer_matches_its_timers() -> None:
-    registry = kopf.OperatorRegistry()
-
-    @kopf.timer("example.com", "v1", "things", interval=1, registry=registry)
-    async def tick(**_: Any) -> None: ...
-
-    drop_finalizers(registry, "example.com", "v1", "things")
-    (timer,) = registry._spawning.get_all_handlers()
-    (watcher,) = registry._watching.get_all_handlers()
-    when: Callable[..., bool] | None = timer.when
-    note: Callable[..., Coroutine[Any, Any, None]] = watcher.fn  # type: ignore[assignment]
-    memo = kopf.Memo()
-    assert when is not None and when(memo=memo)
-    asyncio.run(note(type="MODIFIED", memo=memo))
-    assert when(memo=memo)
-    asyncio.run(note(type="DELETED", memo=memo))
-    assert memo[GONE] and not when(memo=memo)
+    assert changing, "the change handlers are registered"
+    assert all(not h.requires_finalizer for h in changing)
+    # The resync is specserve.resync's one task: a kopf timer would hold a finalizer and a body per object.
+    assert list(registry._spawning.get_all_handlers()) == []
 
 
 def test_reconciles_share_a_bounded_number_of_slots() -> None:

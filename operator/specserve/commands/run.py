@@ -18,9 +18,7 @@ from prometheus_client import start_http_server
 
 from specserve import handlers, telemetry
 from specserve.api.install_policy import InstallPolicy
-from specserve.api.models import GROUP, PLURAL, VERSION
 from specserve.config import LeaderElection, OperatorConfig, kopf_settings
-from specserve.finalizers import drop_finalizers
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.lease import LeaseElector
@@ -119,7 +117,6 @@ def client_options(config: OperatorConfig) -> ClientOptions:
 def build_registry(config: OperatorConfig, stop: asyncio.Event | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, config)
-    drop_finalizers(registry, GROUP, VERSION, PLURAL)
     kube_errors_are_temporary(registry, delay=min(config.resync_seconds, 30.0))
     if stop is not None:
 
