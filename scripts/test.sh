@@ -35,6 +35,8 @@ step "ruff"
 ruff check operator tests scripts
 step "mypy (strict)"
 mypy
+step "import layers (import-linter; the contracts are in pyproject.toml)"
+lint-imports
 
 step "tests"
 bash scripts/sglang-env.sh; . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (set -e: a failed build stops the run)

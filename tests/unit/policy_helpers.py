@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from specserve.api.curves import Curve
 from specserve.api.models import Mode, SpecServe, Strategy
 from specserve.api.validation import parse_object
-from specserve.bench.curves import Curve
 from specserve.emulator.profile import load_profile
 from specserve.policy.curves import ModeCurves
 from specserve.policy.switching import decide

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specserve.api.curves import curve_problem
+from specserve.api.curves import Curve, curve_problem
 from specserve.api.validation import parse_spec
 from specserve.bench.calibrate import calibrate, curve_points
-from specserve.bench.curves import Curve
 from specserve.cli import main
 from tests.unit.test_api import with_
 from tests.unit.test_calibrate import _bench

@@ -8,19 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from specserve.api.curves import Curve, CurveError, crossings, interpolate
 from specserve.api.validation import parse_object
 from specserve.bench.calibrate import (
     Verdict,
     adaptive_config_for,
     calibrate,
-    crossings,
     hysteresis_band,
 )
-from specserve.bench.curves import Curve, CurveError, interpolate
 from specserve.bench.specyaml import spec_doc_from_text
 from specserve.cli import main
-from specserve.policy.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
-from specserve.policy.adaptive import sglang_config as sglang_adaptive_json
+from specserve.render.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
+from specserve.render.adaptive import sglang_config as sglang_adaptive_json
 
 SEED = [
     (1, 77.5, 92.6), (2, 125.1, 159.7), (5, 183.2, 292.5), (10, 239.6, 457.2),

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from specserve.bench.curves import Curve
+from specserve.api.curves import Curve
 from specserve.emulator.engine import Engine, EngineConfig, Mode, Request
 from specserve.emulator.profile import Profile
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve.bench.curves import Curve
 from specserve.emulator.engine import Mode as EngineMode
 from specserve.emulator.profile import Profile
 from specserve.simulate.cluster import Pool, Replica, Slo, make_pool

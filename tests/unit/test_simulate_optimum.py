@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve.bench.curves import Curve
 from specserve.emulator.profile import Profile
 from specserve.simulate.baselines import Static
 from specserve.simulate.cluster import Slo

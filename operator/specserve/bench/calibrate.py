@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from specserve.bench.curves import Curve
-from specserve.policy.adaptive import steps_for_crossover
+from specserve.api.curves import Curve, crossings
+from specserve.render.adaptive import steps_for_crossover
 
 MIN_HYSTERESIS = 0.05
 MAX_HYSTERESIS = 0.5
@@ -41,28 +41,6 @@ class Calibration:
     baseline: list[tuple[float, float]]
     adaptive_config: dict[str, list[int]] | None
     notes: list[str] = field(default_factory=list)
-
-
-def crossings(spec: Curve, base: Curve) -> list[tuple[float, int]]:
-    """Every concurrency where the sign of spec - base changes, with the direction: -1 when speculation stops
-    winning, +1 when it starts winning again."""
-    grid = sorted(set(spec.xs) | set(base.xs))
-    diffs = [spec.at(x) - base.at(x) for x in grid]
-    found: list[tuple[float, int]] = []
-    for i in range(len(grid) - 1):
-        d0, d1 = diffs[i], diffs[i + 1]
-        if d0 > 0 >= d1:
-            found.append((_root(grid[i], grid[i + 1], d0, d1), -1))
-        elif d0 <= 0 < d1:
-            found.append((_root(grid[i], grid[i + 1], d0, d1), +1))
-    return found
-
-
-def _root(x0: float, x1: float, d0: float, d1: float) -> float:
-    """Zero of the line through (x0, d0) and (x1, d1); d0 and d1 straddle zero."""
-    if d0 == d1:
-        return x0
-    return x0 + d0 * (x1 - x0) / (d0 - d1)
 
 
 def hysteresis_band(spec: Curve, base: Curve, crossover: float, tolerance: float = 0.05) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from specserve.bench.curves import Curve
+from specserve.api.curves import Curve
 
 
 def plot_curves(curves: Sequence[tuple[str, Curve]], path: Path, title: str = "Output tokens/s vs concurrency") -> None:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from specserve.bench.curves import Curve, CurveError
+from specserve.api.curves import Curve, CurveError
 from specserve.bench.stats import LevelStats
 
 FORMAT = "specserve-bench/v1"

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from specserve.api.curves import CurveError
 from specserve.bench.client import BenchError, Target, get_json, probe
-from specserve.bench.curves import CurveError
 from specserve.bench.plot import plot_curves
 from specserve.bench.prompts import PromptFileError, load_prompts
 from specserve.bench.results import BenchFileError, BenchResult, load_result, write_csv, write_json

@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specserve.api.curves import curve_problem
+from specserve.api.curves import CurveError, curve_problem
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.bench.calibrate import Calibration, Verdict, calibrate, switching_fields
-from specserve.bench.curves import CurveError
 from specserve.bench.results import BenchFileError, load_result
 from specserve.bench.specyaml import SpecFileError, read_spec_doc, spec_doc_from_text, update_spec_text
-from specserve.policy.adaptive import sglang_config
+from specserve.render.adaptive import sglang_config
 
 PROG = "specserve calibrate"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from specserve.emulator.profile import Profile
-from specserve.policy.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
+from specserve.render.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
 
 # Default --speculative-adaptive-config of SGLang 0.5.23 (adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG).
 DEFAULT_ADAPTIVE_CONFIG: dict[int, list[int]] = {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specserve.bench.curves import Curve, CurveError, interpolate
+from specserve.api.curves import Curve, CurveError, interpolate
 
 
 class ProfileError(ValueError):

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from specserve.api.curves import Curve, CurveError, crossings
 from specserve.api.models import Mode, SwitchingSpec
-from specserve.bench.calibrate import crossings
-from specserve.bench.curves import Curve, CurveError
 
 
 @dataclass(frozen=True)

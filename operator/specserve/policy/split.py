@@ -38,8 +38,8 @@ import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 
+from specserve.api.curves import Curve
 from specserve.api.models import Mode, Weights
-from specserve.bench.curves import Curve
 from specserve.policy.curves import ModeCurves
 
 TIE = 1e-6  # relative: candidates this close in tokens/s are ties, broken by mean TPOT

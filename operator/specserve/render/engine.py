@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from specserve.api.models import Algorithm, SpecServeSpec
 from specserve.api.rules import is_sm120
-from specserve.policy.adaptive import steps_for_crossover
+from specserve.render.adaptive import steps_for_crossover
 from specserve.versions import release
 
 ADAPTIVE_CONFIG_DIR = "/etc/specserve/adaptive"

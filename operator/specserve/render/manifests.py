@@ -28,7 +28,7 @@ from specserve.api.models import (
     Strategy,
     Weights,
 )
-from specserve.policy.adaptive import sglang_config_file
+from specserve.render.adaptive import sglang_config_file
 from specserve.render.engine import (
     ADAPTIVE_CONFIG_DIR,
     ADAPTIVE_CONFIG_KEY,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from specserve.api.models import Mode, Strategy
 from specserve.emulator.engine import Mode as EngineMode
-from specserve.policy.adaptive import steps_for_crossover
+from specserve.render.adaptive import steps_for_crossover
 from specserve.simulate.cluster import AdaptiveTable, Pool, Stats, make_pool
 from specserve.simulate.observe import Prometheus
 from specserve.simulate.setup import Command, Controller, Load, Setup
