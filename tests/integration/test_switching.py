@@ -348,8 +348,15 @@ async def test_a_series_selector_prometheus_refuses_is_reported_with_its_message
 
 
 def adaptive_config(api: FakeApiServer) -> str:
-    config = api.get(CONFIGMAPS, NS, f"{NAME}-adaptive") or {}
+    """The config the engine pool's pod template mounts (a ConfigMap named for its content)."""
+    pod = ((api.get(DEPLOYMENTS, NS, f"{NAME}-engine") or {}).get("spec") or {}).get("template", {}).get("spec", {})
+    name = next((v["configMap"]["name"] for v in pod.get("volumes") or [] if "configMap" in v), None)
+    config = (api.get(CONFIGMAPS, NS, name) if name else None) or {}
     return str((config.get("data") or {}).get(ADAPTIVE_CONFIG_KEY, ""))
+
+
+def adaptive_configmaps(api: FakeApiServer) -> list[str]:
+    return [c["metadata"]["name"] for c in api.list(CONFIGMAPS, NS) if c["metadata"]["name"].startswith(NAME)]
 
 
 async def test_adaptive_re_renders_its_config_only_when_the_crossover_moves_past_the_band(
@@ -378,16 +385,19 @@ async def test_adaptive_re_renders_its_config_only_when_the_crossover_moves_past
         assert len(status(fake).get("history", [])) == decisions
 
         # Past the band: one Reconfigure decision, and the reconcile renders the config from the new crossover.
+        (old_config,) = adaptive_configmaps(fake)
         fake.patch(SPECSERVES, NS, NAME, {"spec": {"switching": {"crossoverConcurrency": 40}}})
+        # One replica, no surge: the operator warns of the unavoidable gap (an event even though the switching
+        # loop, not a kopf handler, triggered this reconcile) while the pod keeps its config; it rolls the pool
+        # onto the new ConfigMap on its next pass, and drops the old one once the roll settled.
+        await eventually(lambda: ("Warning", "DowntimeAhead") in events(fake), what="the downtime warning")
         await eventually(lambda: '"40"' in adaptive_config(fake), what="the config re-rendered from crossover 40")
         last = status(fake)["lastDecision"]
         assert last["action"] == "Reconfigure" and "40.0" in last["reason"]
         assert ("Normal", "Reconfigure") in events(fake)
-        # One replica, no surge: the operator warns of the unavoidable gap (an event even though the switching
-        # loop, not a kopf handler, triggered this reconcile), then rolls the pool on its next pass.
-        await eventually(lambda: ("Warning", "DowntimeAhead") in events(fake), what="the downtime warning")
+        assert (fake.get(DEPLOYMENTS, NS, f"{NAME}-engine") or {})["spec"]["template"]["metadata"] != engine_hash
         await eventually(
-            lambda: (fake.get(DEPLOYMENTS, NS, f"{NAME}-engine") or {})["spec"]["template"]["metadata"] != engine_hash,
-            what="the pool rolled onto the new config",
+            lambda: old_config not in adaptive_configmaps(fake) and len(adaptive_configmaps(fake)) == 1,
+            what="the old config pruned after the roll",
         )
         assert not running.done(), "the operator stopped"

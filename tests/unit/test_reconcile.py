@@ -371,9 +371,18 @@ async def test_an_allowed_host_path_is_served_read_only() -> None:
 ADAPTIVE = with_({"strategy": "Adaptive", "switching": {"crossoverConcurrency": 16}})
 
 
+def _mounted_configmap(kube: FakeKube) -> str:
+    pod = kube.objects["Deployment", "m-engine"]["spec"]["template"]["spec"]
+    return next(str(v["configMap"]["name"]) for v in pod["volumes"] if "configMap" in v)
+
+
 def _adaptive_config(kube: FakeKube) -> str:
-    data: str = kube.objects["ConfigMap", "m-adaptive"]["data"][ADAPTIVE_CONFIG_KEY]
+    data: str = kube.objects["ConfigMap", _mounted_configmap(kube)]["data"][ADAPTIVE_CONFIG_KEY]
     return data
+
+
+def _configmaps(kube: FakeKube) -> set[str]:
+    return {name for kind, name in kube.objects if kind == "ConfigMap"}
 
 
 async def test_adaptive_config_follows_the_crossover_the_switching_loop_decided() -> None:
@@ -383,9 +392,34 @@ async def test_adaptive_config_follows_the_crossover_the_switching_loop_decided(
     # The loop decided on crossover 40 (re-measured curves moved it past the band): the config follows it.
     kube.status = {**kube.status, "switching": {"mode": "Speculative", "modeSince": "2026-01-01T00:00:00Z",
                                                  "adaptiveCrossover": 40.0}}  # fmt: skip
+    await run(kube, ADAPTIVE)  # one pod, no surge: DowntimeAhead is announced first, the pods keep their config
+    assert '"16"' in _adaptive_config(kube)
     await run(kube, ADAPTIVE)
     assert '"40"' in _adaptive_config(kube) and '"16"' not in _adaptive_config(kube)
     # A spec crossover inside the band that the loop did not act on changes nothing.
     kube.writes.clear()
     await run(kube, with_({"switching.crossoverConcurrency": 42}, ADAPTIVE))
     assert '"40"' in _adaptive_config(kube)
+
+
+async def test_a_new_adaptive_config_is_a_new_configmap_and_the_old_one_goes_only_after_the_roll() -> None:
+    kube = FakeKube()
+    await serving(kube, ADAPTIVE)
+    before = _mounted_configmap(kube)
+    assert _configmaps(kube) == {before} and kube.objects["ConfigMap", before].get("immutable") is True
+    kube.status = {**kube.status, "switching": {"mode": "Speculative", "modeSince": "2026-01-01T00:00:00Z",
+                                                 "adaptiveCrossover": 40.0}}  # fmt: skip
+    announced = await run(kube, ADAPTIVE)
+    # DowntimeAhead (one pod, no surge) holds the roll for a pass: the new config exists, the pods mount the old.
+    assert [reason for reason, _ in announced.warnings] == ["DowntimeAhead"]
+    assert _mounted_configmap(kube) == before and len(_configmaps(kube)) == 2
+    await run(kube, ADAPTIVE)
+    after = _mounted_configmap(kube)
+    # The rolling pods mount the new config; old pods (one restarting, say) still find the file they started with.
+    assert after != before and _configmaps(kube) == {before, after}
+    assert '"40"' in kube.objects["ConfigMap", after]["data"][ADAPTIVE_CONFIG_KEY]
+    await run(kube, ADAPTIVE)
+    assert _configmaps(kube) == {before, after}, "pruned while the roll was still in progress"
+    kube.ready("m-engine")
+    await run(kube, ADAPTIVE)
+    assert _configmaps(kube) == {after}

@@ -212,7 +212,8 @@ async def _prune(
     kube: Kube, obj: SpecServe, desired: list[JSON], snap: Snapshot, the_plan: Plan
 ) -> tuple[list[str], list[str]]:
     """Stale objects the plan lets go: a replaced pool (with its Service and budget) once its traffic moved;
-    other stale objects at once, except config that pods still rolling may mount (when settled)."""
+    other stale objects at once, except config that pods may still mount: a ConfigMap goes once the rollout
+    settled (a roll held back by DowntimeAhead has not: its pods still mount the old config)."""
     keep = {ref(m) for m in desired}
     stale = [k for k in snap.owned if k not in keep]
     old_pools = {k.partition("/")[2] for k in stale if k.startswith(f"{DEPLOYMENT.kind}/")}

@@ -86,8 +86,12 @@ def pool_name(name: str, role: str) -> str:
     return f"{name}-{suffix}"
 
 
-def adaptive_configmap_name(name: str) -> str:
-    return f"{name}-adaptive"
+def adaptive_configmap_name(name: str, steps: dict[str, list[int]]) -> str:
+    """Named for its content (as kustomize's configMapGenerator names them): a new config is a new ConfigMap, so
+    pods keep the file they started with until they roll, and a restarted old pod never reads the new config
+    ahead of its rollout (the reconcile prunes the old one once no Deployment mounts it and the roll settled)."""
+    digest = hashlib.sha256(sglang_config_file(steps).encode()).hexdigest()[:10]
+    return f"{name}-adaptive-{digest}"
 
 
 def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
@@ -120,7 +124,7 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
                 pod_labels={**labels, LABEL_MODE: flavour.mode_label},
                 args=args,
                 env=env,
-                adaptive_config=adaptive_configmap_name(name) if mounted is not None else None,
+                adaptive_config=adaptive_configmap_name(name, mounted) if mounted is not None else None,
                 config_hash=_config_hash(image_of(spec), args, env, mounted),
                 max_surge=shape.max_surge,
                 external_replicas=shape.autoscaling == Autoscaling.EXTERNAL,
@@ -271,7 +275,7 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
         out.append(
             _template(
                 "configmap.yaml.j2",
-                name=adaptive_configmap_name(name),
+                name=adaptive_configmap_name(name, steps),
                 labels=base_labels(name),
                 data={ADAPTIVE_CONFIG_KEY: sglang_config_file(steps)},
                 **common,
