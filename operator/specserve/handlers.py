@@ -21,7 +21,7 @@ from specserve.reconcile import Kube, Outcome, reconcile
 from specserve.render.manifests import LABEL_INSTANCE
 from specserve.resync import resync_forever
 from specserve.slots import slot
-from specserve.status import READY
+from specserve.status import READY, pool_moved
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
 from specserve.switching.sources import Sources
 
@@ -123,6 +123,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "SpecServe"), None)
         item = tracked.get((str(meta.get("namespace", "")), str(owner["name"]))) if owner else None
         if item is None or owner is None:
+            return
+        # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved
+        # since the status recorded them need a reconcile (at start every SpecServe gets one anyway, on.resume).
+        recorded = (item.body.get("status") or {}).get("pools") or []
+        if event.get("type") is None and not pool_moved(recorded, body):
             return
         owner_meta = item.body.get("metadata") or {}
         if owner_meta.get("uid") == owner.get("uid") and not owner_meta.get("deletionTimestamp"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from specserve.api.models import ConditionStatus, Mode, SpecServeStatus, Strategy, Weights
 from specserve.status import (
     DEGRADED,
@@ -13,6 +15,7 @@ from specserve.status import (
     invalid_status,
     merge_patch,
     observed_status,
+    pool_moved,
     set_condition,
     status_body,
 )
@@ -199,3 +202,18 @@ def test_an_invalid_spec_still_reports_the_running_pools() -> None:
     bad = invalid_status(good, 4, "spec.x: broken", T1, running)
     assert cond(bad, "BaselinePoolReady") == ("False", "PodsNotReady")
     assert [p.name for p in bad.pools] == ["m-base"]
+
+
+def test_a_pool_moved_when_its_live_counts_differ_from_the_recorded_ones_or_it_is_not_recorded() -> None:
+    recorded = [{"role": "speculative", "name": "m-spec", "desired": 2, "ready": 2, "updated": 2}]
+
+    def deployment(name: str, ready: int, updated: int) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "status": {"readyReplicas": ready, "updatedReplicas": updated}}
+
+    assert not pool_moved(recorded, deployment("m-spec", 2, 2))
+    assert pool_moved(recorded, deployment("m-spec", 1, 2))  # lost a Ready pod while we were not watching
+    assert pool_moved(recorded, deployment("m-spec", 2, 1))
+    assert pool_moved(recorded, deployment("m-base", 0, 0))  # a pool the status does not list yet
+    # The server drops zero counts (omitempty): a pool with nothing Ready matches a recorded 0.
+    zero = [{"role": "engine", "name": "m-engine", "desired": 1, "ready": 0, "updated": 0}]
+    assert not pool_moved(zero, {"metadata": {"name": "m-engine"}, "status": {}})
