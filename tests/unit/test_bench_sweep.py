@@ -45,7 +45,8 @@ def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) 
     doc = json.loads((tmp_path / "spec.json").read_text())
     assert doc["complete"] and doc["label"] == "speculative" and doc["time_scale"] == 20.0
     # the seed's shape: baseline ahead everywhere, by far at high concurrency; both grow with concurrency
-    assert base[24]["output_tokens_per_s"] > 1.8 * spec[24]["output_tokens_per_s"]
+    # (the profile says 2.0x; 1.5x leaves room for a loaded CI machine starving the faster emulator more)
+    assert base[24]["output_tokens_per_s"] > 1.5 * spec[24]["output_tokens_per_s"]
     assert spec[1]["output_tokens_per_s"] < spec[4]["output_tokens_per_s"] < spec[24]["output_tokens_per_s"]
     # (How close the numbers come to the profile is timing: scripts/bench_fidelity.py measures it, not a test.)
     assert spec[4]["accept_length"] == pytest.approx(2.1) and base[4]["accept_length"] is None
