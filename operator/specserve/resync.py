@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from specserve.kube.client import KubeError
 from specserve.switching.loop import Registry, Tracked
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,8 @@ Reconcile = Callable[[Tracked], Awaitable[None]]
 
 async def resync_round(registry: Registry, reconcile: Reconcile) -> int:
     """Reconcile every tracked SpecServe once; returns how many failed. A failure is logged and retried next
-    round: one SpecServe's error never stops the others' repair."""
+    round: one SpecServe's error never stops the others' repair. An API error is one line (it names the call);
+    anything else is a bug and keeps its traceback."""
     items = list(registry.items.values())
     results = await asyncio.gather(*(reconcile(item) for item in items), return_exceptions=True)
     failed = 0
@@ -32,7 +34,10 @@ async def resync_round(registry: Registry, reconcile: Reconcile) -> int:
         if isinstance(result, BaseException):
             failed += 1
             meta = item.body.get("metadata") or {}
-            log.warning("resync of %s/%s failed: %s", meta.get("namespace"), meta.get("name"), result)
+            log.warning(
+                "resync of %s/%s failed: %s", meta.get("namespace"), meta.get("name"), result,
+                exc_info=None if isinstance(result, KubeError) else result,
+            )  # fmt: skip
     return failed
 
 

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from specserve.kube.client import KubeError
 from specserve.resync import resync_forever, resync_round
 from specserve.switching.loop import Registry, Tracked
 
@@ -29,13 +30,17 @@ def test_a_round_reconciles_every_tracked_specserve_and_one_failure_spares_the_o
 
     async def reconcile(item: Tracked) -> None:
         if name_of(item) == "b":
-            raise RuntimeError("HTTP 500 from the API")
+            raise KubeError(500, "GET /api/v1/namespaces/llm/services: HTTP 500: etcd timeout")
+        if name_of(item) == "c":
+            raise ZeroDivisionError("a bug")
         done.append(name_of(item))
 
     with caplog.at_level(logging.WARNING, logger="specserve.resync"):
-        failed = asyncio.run(resync_round(registry("a", "b", "c"), reconcile))
-    assert failed == 1 and sorted(done) == ["a", "c"]
-    assert "resync of llm/b failed: HTTP 500 from the API" in caplog.text
+        failed = asyncio.run(resync_round(registry("a", "b", "c", "d"), reconcile))
+    assert failed == 2 and sorted(done) == ["a", "d"]
+    by_name = {r.getMessage().split(" ")[2]: r for r in caplog.records}
+    assert "HTTP 500: etcd timeout" in by_name["llm/b"].getMessage() and by_name["llm/b"].exc_info is None
+    assert by_name["llm/c"].exc_info is not None  # a bug keeps its traceback
 
 
 def test_a_specserve_forgotten_before_the_round_is_not_reconciled() -> None:
