@@ -144,19 +144,18 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             tracked, memo["kube"], sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url)
         )
         stop = asyncio.Event()
-        tasks = (
-            asyncio.create_task(loop.run(stop), name="specserve switching"),
-            asyncio.create_task(resync_forever(tracked, trigger, config.resync_seconds, stop), name="specserve resync"),
-        )
-        memo["loops"] = (stop, tasks, sources)
+        switching = asyncio.create_task(loop.run(stop), name="specserve switching")
+        resync = asyncio.create_task(resync_forever(tracked, trigger, config.resync_seconds, stop), name="resync")
+        memo["loops"] = (stop, switching, resync, sources)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_loops(memo: kopf.Memo, **_: Any) -> None:
-        stop, tasks, sources = memo.get("loops", (None, (), None))
+        stop, switching, resync, sources = memo.get("loops", (None, None, None, None))
         if stop is None:
             return
-        stop.set()
-        for task in tasks:
+        stop.set()  # the switching loop finishes the evaluation it is in
+        resync.cancel()  # a round can hold hundreds of queued reconciles: the next start repairs what it missed
+        for task in (switching, resync):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await sources.close()
