@@ -34,20 +34,6 @@ CONDITION_ORDER = (
 )
 
 
-def pool_moved(recorded: Iterable[Mapping[str, Any]], deployment: Mapping[str, Any]) -> bool:
-    """Whether a pool's live Deployment counts differ from what the SpecServe's status.pools last recorded of it
-    (a pool the status does not list has moved too)."""
-    name = (deployment.get("metadata") or {}).get("name")
-    live = deployment.get("status") or {}
-    for pool in recorded:
-        if pool.get("name") == name:
-            return bool(
-                int(pool.get("ready") or 0) != int(live.get("readyReplicas") or 0)
-                or int(pool.get("updated") or 0) != int(live.get("updatedReplicas") or 0)
-            )
-    return True
-
-
 @dataclass(frozen=True)
 class PoolHealth:
     """A pool's Deployment as observed: None when it does not exist (yet)."""
@@ -93,6 +79,16 @@ class PoolHealth:
             "PodsNotReady",
             f"{self.ready}/{self.desired} pods of {self.name} ready (model loading can take minutes)",
         )
+
+
+def pool_moved(recorded: Iterable[Mapping[str, Any]], deployment: Mapping[str, Any]) -> bool:
+    """Whether a pool's live Deployment counts differ from what the SpecServe's status.pools last recorded of it
+    (a pool the status does not list has moved too)."""
+    live = PoolHealth.observe(str((deployment.get("metadata") or {}).get("name", "")), None, deployment)
+    for pool in recorded:
+        if pool.get("name") == live.name:
+            return (int(pool.get("ready") or 0), int(pool.get("updated") or 0)) != (live.ready, live.updated)
+    return True
 
 
 @dataclass(frozen=True)
