@@ -89,7 +89,7 @@ def pool_name(name: str, role: str) -> str:
 def adaptive_configmap_name(name: str, steps: dict[str, list[int]]) -> str:
     """Named for its content (as kustomize's configMapGenerator names them): a new config is a new ConfigMap, so
     pods keep the file they started with until they roll, and a restarted old pod never reads the new config
-    ahead of its rollout (the reconcile prunes the old one once no Deployment mounts it and the roll settled)."""
+    ahead of its rollout (the reconcile prunes the old one once the roll has settled)."""
     digest = hashlib.sha256(sglang_config_file(steps).encode()).hexdigest()[:10]
     return f"{name}-adaptive-{digest}"
 
@@ -271,11 +271,12 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
     out: list[Manifest] = []
 
     steps = adaptive_steps(spec)
-    if any(p.adaptive_config for p in the_pools) and steps is not None:
+    mounted = next((p.adaptive_config for p in the_pools if p.adaptive_config), None)  # the name pools() gave it
+    if mounted is not None and steps is not None:
         out.append(
             _template(
                 "configmap.yaml.j2",
-                name=adaptive_configmap_name(name, steps),
+                name=mounted,
                 labels=base_labels(name),
                 data={ADAPTIVE_CONFIG_KEY: sglang_config_file(steps)},
                 **common,
