@@ -520,6 +520,17 @@ class Decision(Model):
     weights: Weights | None = Field(default=None, description="TrafficSplit: the weights decided.")
 
 
+class ModeBar(Model):
+    """A mode the switching policy may not enter before `until` (its last roll into it failed and was undone)."""
+
+    # `failures` counts consecutive failed rolls into the mode: the back-off doubles with each, capped.
+
+    mode: Mode
+    until: str
+    failures: int = Field(default=1, ge=1)
+    reason: str = Field(default="", max_length=1024, description="Why the roll failed (the pool's failure).")
+
+
 class SwitchingState(Model):
     """The switching policy's memory between evaluations (specserve.policy.types.PolicyState), kept in status
     so that a restarted operator resumes a switch: no double restart, no forgotten dwell or restart budget."""
@@ -535,9 +546,23 @@ class SwitchingState(Model):
     unknown_streak: int = 0
     last_evaluation: str | None = None
     adaptive_crossover: float | None = None
+    barred: list[ModeBar] = Field(
+        default_factory=list,
+        max_length=3,
+        description="Modes the policy may not switch into until a time: a change it decided failed to roll out.",
+    )
 
 
 HISTORY_LIMIT = 20
+
+
+class PoolFailure(Model):
+    """Why a pool's pods do not come up (ProgressDeadlineExceeded, ImagePullBackOff, OOMKilled, Unschedulable...)."""
+
+    reason: str = Field(max_length=256)
+    message: str = Field(default="", max_length=4096)
+    since: str | None = Field(default=None, description="When the failure was first seen.")
+    deadline_exceeded: bool = Field(default=False, description="The roll ran past progressDeadlineSeconds.")
 
 
 class PoolStatus(Model):
@@ -548,11 +573,18 @@ class PoolStatus(Model):
     desired: int = Field(ge=0)
     ready: int = Field(ge=0)
     updated: int = Field(ge=0, description="Pods running the current pod template.")
+    failure: PoolFailure | None = Field(
+        default=None, description="Why the pool cannot progress (a stuck or failed roll), when it cannot."
+    )
 
 
 class SpecServeStatus(Model):
     observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    # A list map keyed by type: the reconcile and the switching loop each server-side apply their own conditions.
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
     active_mode: Mode | None = None
     weights: Weights | None = None
     load: LoadSnapshot | None = None

@@ -258,6 +258,24 @@ class KubeClient:
         if status >= 300:
             raise self._fail("PATCH", path, status, data)
 
+    async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
+        """Server-side apply of /status as `field_manager`: the status fields this writer owns, and only those.
+
+        Each writer (the reconcile, the switching loop) applies the whole set of status fields it owns, under its
+        own manager, as cert-manager's controllers do: a field it leaves out is removed only if it owned it, and
+        the other writer's fields (and conditions, a list map keyed by type) are never touched. Forced: the only
+        other managers of these fields are earlier versions of ourselves."""
+        path = kind.object_path(namespace, name) + "/status"
+        body = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name, "namespace": namespace},
+                "status": status_body}  # fmt: skip
+        query = {"fieldManager": field_manager, "force": "true"}
+        status, data = await self._call(
+            "PATCH", path, query=query, body=body, content_type="application/apply-patch+yaml"
+        )
+        if status >= 300:
+            raise self._fail("PATCH", path, status, data)
+        return self._object("PATCH", path, status, data)
+
     async def create(self, kind: Kind, namespace: str, body: JSON, *, attempts: int | None = None) -> JSON | None:
         """POST; None when the object already exists (409). Not retried: a lost answer may have created it."""
         path = kind.collection_path(namespace)
