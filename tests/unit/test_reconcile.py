@@ -162,13 +162,16 @@ async def test_nothing_is_pruned_in_a_pass_whose_apply_failed() -> None:
     assert cond(kube, "Degraded")["reason"] == "ReconcileFailed" and "etcd timeout" in cond(kube, "Degraded")["message"]
 
 
-async def test_a_422_is_reported_and_changes_nothing_after_it() -> None:
+async def test_a_422_is_reported_and_the_route_keeps_addressing_the_service_as_it_is() -> None:
     kube = FakeKube()
     await serving(kube)
     kube.fail[("apply", "Service/m-spec")] = KubeError(422, 'Service "m-spec" is invalid: spec.ports[0].port')
     outcome = await run(kube, with_({"engine.port": 31000}), 2)
-    assert "HTTPRoute/m" not in outcome.applied and outcome.pruned == ()
+    assert outcome.pruned == ()
+    assert ("ApplyFailed", 'Service/m-spec: Service "m-spec" is invalid: spec.ports[0].port') in outcome.warnings
     assert kube.route_weights()["m-spec"] == 100
+    ports = {b["name"]: b["port"] for b in kube.objects[("HTTPRoute", "m")]["spec"]["rules"][0]["backendRefs"]}
+    assert ports == {"m-spec": 30000, "m-base": 31000}  # m-spec's Service still listens on 30000
     assert cond(kube, "Degraded")["status"] == "True" and "spec.ports[0].port" in cond(kube, "Degraded")["message"]
     assert kube.status["observedGeneration"] == 1
 

@@ -1,6 +1,8 @@
 """The reconcile's I/O (thin): read what this SpecServe owns, apply what changed, prune what went away.
 
-Nothing here decides what is safe; the planner (rollout.py) does. Failures are collected, never raised.
+Nothing here decides what is safe; the planner (rollout.py) does. Failures are gathered per object, never raised
+and never a reason to skip an unrelated object (as controller-runtime reconcilers gather theirs): one refused
+Deployment must not keep the HTTPRoute from moving traffic off a pool that cannot serve.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, Protocol
 
 from specserve.kube.client import KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
-from specserve.kube.kinds import OWNED_KINDS, PODMONITOR, Kind, kind_of
+from specserve.kube.kinds import DEPLOYMENT, OWNED_KINDS, PODMONITOR, Kind, kind_of
 from specserve.reconcile.intent import ref
 from specserve.render.manifests import LABEL_INSTANCE
 
@@ -43,9 +45,23 @@ class Snapshot:
 class Applied:
     live: dict[str, JSON] = field(default_factory=dict)  # the objects as the server returned them
     applied: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)  # failed applies of required objects
+    failed: dict[str, str] = field(default_factory=dict)  # ref -> the server's message, for required objects
+    held: list[str] = field(default_factory=list)  # not sent: an object they need was refused this pass
     optional: dict[str, str] = field(default_factory=dict)  # ref -> problem, for optional kinds
     not_installed: set[str] = field(default_factory=set)  # refs of optional kinds whose API is absent
+
+    @property
+    def failures(self) -> list[str]:
+        """The failed applies, worded for users: the object and the server's message."""
+        return [f"{key}: {message}" for key, message in self.failed.items()]
+
+    def merge(self, other: Applied) -> None:
+        self.live.update(other.live)
+        self.applied += other.applied
+        self.failed.update(other.failed)
+        self.held += other.held
+        self.optional.update(other.optional)
+        self.not_installed |= other.not_installed
 
 
 def owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
@@ -89,13 +105,18 @@ async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, d
 async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[str, JSON]) -> Applied:
     """Apply (server-side, the whole intent) each manifest whose intent changed or whose fields drifted.
 
-    The first failed required apply stops the pass: what follows it in apply order (config, pools, Services, the
-    route) may depend on it, and a half-applied change is not carried further."""
+    Every object is tried, whatever failed before it; only a Deployment waits when a ConfigMap was refused in the
+    same pass (its pods may mount the config: rolling them onto a missing one would take the pool down)."""
     out = Applied()
     for manifest in manifests:
         key = ref(manifest)
         live = owned.get(key)
         if not needs_apply(live, manifest):
+            if live is not None:
+                out.live[key] = dict(live)
+            continue
+        if manifest["kind"] == DEPLOYMENT.kind and any(k.startswith("ConfigMap/") for k in out.failed):
+            out.held.append(key)
             if live is not None:
                 out.live[key] = dict(live)
             continue
@@ -110,10 +131,9 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
                 if exc.status == 404:
                     out.not_installed.add(key)
                 continue
-            out.failures.append(f"{key}: {exc}")
+            out.failed[key] = str(exc)
             if live is not None:
                 out.live[key] = dict(live)
-            break
     return out
 
 

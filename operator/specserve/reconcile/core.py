@@ -30,10 +30,12 @@ from specserve.reconcile.intent import (
 )
 from specserve.reconcile.rollout import Plan, World, announced_in, plan
 from specserve.reconcile.target import Target, rendered_spec, target
+from specserve.reconcile.traffic import moves_off_dead, servable, with_live_backends
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
     BASELINE_POOL_READY,
+    DEGRADED,
     POD_MONITOR_READY,
     PROGRESSING,
     SPECULATIVE_POOL_READY,
@@ -146,15 +148,14 @@ async def reconcile(
         return Outcome(status_written=write is not None, status=new, write=write)
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
-    the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old))
+    world = _world(obj, tgt, the_pools, desired, snap, old)
+    the_plan = plan(world)
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
-    to_apply = [
-        with_route_weights(m, the_plan.route_weights) if ref(m) == route_key else m
-        for m in desired
-        if ref(m) not in skip
-    ]
-    applied = await apply_changed(kube, to_apply, snap.owned)
-    pruned, prune_failures = ([], []) if applied.failures else await _prune(kube, obj, desired, snap, the_plan)
+    serving = frozenset(n for n, p in world.live.items() if p.serving and n not in world.excluded)
+    applied = await _apply_traffic_first(
+        kube, [m for m in desired if ref(m) not in skip], snap.owned, route_key, the_plan, serving
+    )
+    pruned, prune_failures = ([], []) if applied.failed else await _prune(kube, obj, desired, snap, the_plan)
 
     live = {**snap.owned, **applied.live}
     seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
@@ -166,9 +167,42 @@ async def reconcile(
         status_written=write is not None,
         status=new,
         write=write,
-        warnings=_warnings(old, the_plan),
-        held=tuple(sorted(the_plan.held)),
+        warnings=_warnings(old, the_plan, applied),
+        held=tuple(sorted(the_plan.held | {k.partition("/")[2] for k in applied.held})),
     )
+
+
+def _services(live: Mapping[str, JSON]) -> frozenset[str]:
+    return frozenset(k.partition("/")[2] for k in live if k.startswith("Service/"))
+
+
+async def _apply_traffic_first(
+    kube: Kube, manifests: list[JSON], owned: Mapping[str, JSON], route_key: str, the_plan: Plan,
+    serving: frozenset[str],
+) -> Applied:  # fmt: skip
+    """Apply everything, the HTTPRoute with the planner's weights restricted to backends whose Service exists.
+
+    The route goes first when it moves traffic off a pool with no Ready replica (a failover must not wait for, or
+    fail with, any other object), else last (a new pool's Service exists before the route names it). Every object
+    is tried whatever failed before it."""
+    route = next((m for m in manifests if ref(m) == route_key), None)
+    rest = [m for m in manifests if ref(m) != route_key]
+    if route is None:
+        return await apply_changed(kube, rest, owned)
+    weights = the_plan.route_weights
+    out = Applied()
+    if moves_off_dead(route_backends(owned.get(route_key)), weights, serving):
+        out = await apply_changed(kube, [with_route_weights(route, servable(weights, _services(owned)))], owned)
+    out.merge(await apply_changed(kube, rest, owned))
+    if route_key in out.failed:
+        return out
+    # Last (or again, when a Service applied this pass lets a backend take its share; unchanged: no write).
+    # A backend whose Service change was refused keeps addressing the Service as it is.
+    refused = frozenset(k.partition("/")[2] for k in out.failed if k.startswith("Service/"))
+    route = with_live_backends(route, owned.get(route_key), refused)
+    seen = {**owned, **out.live}
+    out.merge(await apply_changed(kube, [with_route_weights(route, servable(weights, _services(seen)))], seen))
+    return out
 
 
 def _world(
@@ -349,14 +383,21 @@ def _blind(obj: SpecServe, tgt: Target, snap: Snapshot) -> Observation:
     )
 
 
-def _warnings(old: SpecServeStatus, the_plan: Plan) -> tuple[tuple[str, str], ...]:
-    """The downtime announcement, once: the pass that first makes it (the next one acts)."""
-    if the_plan.downtime is None:
-        return ()
+def _warnings(old: SpecServeStatus, the_plan: Plan, applied: Applied) -> tuple[tuple[str, str], ...]:
+    """Warning events, each once: the downtime announcement (the pass that first makes it; the next one acts),
+    and each object whose apply newly failed (one that already failed on the previous pass is not repeated)."""
+    out: list[tuple[str, str]] = []
     previous = next((c for c in old.conditions if c.type == PROGRESSING), None)
-    if previous is not None and previous.message.endswith(the_plan.downtime):
-        return ()
-    return (("DowntimeAhead", the_plan.downtime),)
+    if the_plan.downtime is not None and not (previous is not None and previous.message.endswith(the_plan.downtime)):
+        out.append(("DowntimeAhead", the_plan.downtime))
+    degraded = next((c for c in old.conditions if c.type == DEGRADED and c.reason == "ReconcileFailed"), None)
+    failed_before = degraded.message if degraded is not None else ""
+    out += [
+        ("ApplyFailed", f"{key}: {message}")
+        for key, message in applied.failed.items()
+        if f"{key}: " not in failed_before
+    ]
+    return tuple(out)
 
 
 async def _reject(

@@ -1,0 +1,94 @@
+"""Reconcile passes with things going wrong: refused applies never hold traffic on a pool that cannot serve, a
+conflicting pool never counts as ready, and the route never loses its last Ready backend."""
+
+from __future__ import annotations
+
+from specserve.kube.client import KubeError
+from specserve.reconcile.traffic import moves_off_dead, servable, with_live_backends
+from tests.unit.fakekube import FakeKube
+from tests.unit.test_api import with_
+from tests.unit.test_reconcile import cond, run, serving
+
+REFUSED = KubeError(422, 'admission webhook "policy.example" denied the request: image not allowed')
+
+
+async def test_a_refused_deployment_does_not_hold_the_failover() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    assert kube.route_weights() == {"m-spec": 100, "m-base": 0}
+    change = with_({"engine.memFractionStatic": 0.8})
+    for name in ("m-spec", "m-base"):
+        kube.fail[("apply", f"Deployment/{name}")] = REFUSED  # persistent, as an admission policy is
+    first = await run(kube, change, 2)
+    assert ("ApplyFailed", f"Deployment/m-base: {REFUSED}") in first.warnings
+    assert "Deployment/m-base" in cond(kube, "Degraded")["message"]
+    assert "image not allowed" in cond(kube, "Degraded")["message"]
+
+    kube.ready("m-spec", 0)  # the pool holding all the traffic loses its Ready pod
+    kube.writes.clear()
+    second = await run(kube, change, 2)
+    assert kube.route_weights() == {"m-spec": 0, "m-base": 100}  # within one reaction
+    assert kube.writes[0] == ("apply", "HTTPRoute/m")  # before any other object
+    # m-base's refusal is not announced again; m-spec now serves nothing, rolls at once, and is refused too.
+    assert [w for w, _ in second.warnings] == ["ApplyFailed"] and "Deployment/m-spec" in second.warnings[0][1]
+    third = await run(kube, change, 2)
+    assert third.warnings == () and kube.route_weights() == {"m-spec": 0, "m-base": 100}
+    assert cond(kube, "Degraded")["status"] == "True" and "Deployment/m-spec" in cond(kube, "Degraded")["message"]
+
+
+async def test_a_refused_config_map_holds_the_deployments_but_not_the_route() -> None:
+    adaptive = with_({"strategy": "Adaptive"})
+    kube = FakeKube()
+    await serving(kube, adaptive)
+    kube.fail[("apply", "ConfigMap")] = REFUSED
+    outcome = await run(kube, with_({"switching.crossoverConcurrency": 40}, adaptive), 2)
+    assert not any(r.startswith("Deployment/") for r in outcome.applied)  # no pod rolls onto a missing config
+    assert any(r.startswith("ConfigMap/") for r, _ in [(w.partition(": ")[0], w) for _, w in outcome.warnings])
+
+
+async def test_a_failed_route_apply_is_reported_and_the_rest_still_applies() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    kube.fail[("apply", "HTTPRoute/m")] = KubeError(422, "spec.rules[0]: invalid")
+    outcome = await run(kube, with_({"engine.memFractionStatic": 0.8, "routing.pathPrefix": "/v1"}), 2)
+    assert "Deployment/m-base" in outcome.applied
+    assert "HTTPRoute/m: spec.rules[0]: invalid" in cond(kube, "Degraded")["message"]
+
+
+def test_a_backend_without_a_service_gets_no_weight() -> None:
+    assert servable((("a", 40), ("b", 60), ("old", 0)), {"a"}) == (("a", 100), ("b", 0), ("old", 0))
+    assert servable((("a", 40), ("b", 60)), {"a", "b"}) == (("a", 40), ("b", 60))
+    assert servable((("a", 30), ("b", 30), ("c", 40)), {"a", "b"}) == (("a", 50), ("b", 50), ("c", 0))
+    assert servable((("a", 100), ("b", 0)), {"b"}) == (("a", 100), ("b", 0))  # nobody can take it: as planned
+
+
+def test_the_route_goes_first_only_when_it_relieves_a_pool_that_cannot_serve() -> None:
+    assert moves_off_dead({"a": 100, "b": 0}, (("a", 0), ("b", 100)), serving={"b"})
+    assert not moves_off_dead({"a": 100, "b": 0}, (("a", 0), ("b", 100)), serving={"a", "b"})  # a drain
+    assert not moves_off_dead({"a": 100, "b": 0}, (("a", 0), ("b", 100)), serving=set())  # nowhere to go
+    assert not moves_off_dead(None, (("a", 100),), serving={"a"})
+
+
+def test_a_backend_whose_service_was_refused_keeps_its_live_reference() -> None:
+    rendered = {"spec": {"rules": [{"backendRefs": [{"name": "a", "port": 2, "weight": 1}, {"name": "b", "port": 2}]}]}}
+    live = {"spec": {"rules": [{"backendRefs": [{"name": "a", "port": 1, "weight": 9}]}]}}
+    out = with_live_backends(rendered, live, {"a", "b"})
+    assert out["spec"]["rules"][0]["backendRefs"] == [{"name": "a", "port": 1, "weight": 1}, {"name": "b", "port": 2}]
+    assert rendered["spec"]["rules"][0]["backendRefs"][0]["port"] == 2  # not mutated
+
+
+async def test_a_conflict_on_the_new_side_of_a_strategy_change_keeps_the_old_pools_serving() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    theirs = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "m-engine", "namespace": "ns"},
+              "spec": {"replicas": 1}, "status": {"readyReplicas": 1, "replicas": 1, "updatedReplicas": 1}}  # fmt: skip
+    kube.put(theirs)
+    restart = with_({"strategy": "Restart"})
+    for _ in range(3):
+        outcome = await run(kube, restart, 2)
+        assert outcome.pruned == ()
+        assert ("Deployment", "m-spec") in kube.objects and ("Deployment", "m-base") in kube.objects
+        weights = kube.route_weights()
+        assert weights.get("m-engine", 0) == 0 and sum(weights.values()) == 100, weights
+    assert cond(kube, "Ready")["reason"] == "Conflict"
+    assert kube.objects[("Deployment", "m-engine")] == theirs  # never fought
