@@ -208,10 +208,14 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
 
 
 def _new_side_ready(world: World) -> bool:
-    """Can the rendered pools take the traffic of the pools being replaced?"""
-    wanted = [p for p in world.desired if (world.live.get(p.name) is None or world.live[p.name].want(p) > 0)]
+    """Can the rendered pools take the traffic of the pools being replaced? A pool that must get no traffic (its
+    Deployment or Service is someone else's) never can."""
+    wanted = [
+        p for p in world.desired
+        if p.name not in world.excluded and (world.live.get(p.name) is None or world.live[p.name].want(p) > 0)
+    ]  # fmt: skip
     if not wanted:
-        return True  # everything is scaled to zero by spec: nothing to wait for
+        return not world.excluded  # everything is scaled to zero by spec: nothing to wait for
     return any(
         (live := world.live.get(p.name)) is not None and live.template_current and live.settled(p) and live.serving
         for p in wanted
