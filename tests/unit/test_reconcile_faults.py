@@ -3,7 +3,10 @@ conflicting pool never counts as ready, and the route never loses its last Ready
 
 from __future__ import annotations
 
+from typing import Any
+
 from specserve.kube.client import KubeError
+from specserve.reconcile.apply import HANDOVER_MANAGER, handover, owns_replicas
 from specserve.reconcile.traffic import moves_off_dead, servable, with_live_backends
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import with_
@@ -92,3 +95,37 @@ async def test_a_conflict_on_the_new_side_of_a_strategy_change_keeps_the_old_poo
         assert weights.get("m-engine", 0) == 0 and sum(weights.values()) == 100, weights
     assert cond(kube, "Ready")["reason"] == "Conflict"
     assert kube.objects[("Deployment", "m-engine")] == theirs  # never fought
+
+
+async def test_switching_a_pool_to_external_hands_its_replicas_over_first() -> None:
+    kube = FakeKube()
+    six = with_({"pools.speculative.replicas": 6})
+    await serving(kube, six)
+    kube.objects[("Deployment", "m-spec")]["metadata"]["managedFields"] = [entry("specserve")]
+    kube.writes.clear()
+    await run(kube, with_({"pools.speculative.autoscaling": "External"}, six), 2)
+    ((manager, body),) = kube.handovers
+    assert manager == HANDOVER_MANAGER and body["spec"] == {"replicas": 6}
+    assert body["metadata"] == {"name": "m-spec", "namespace": "ns"}
+    assert kube.writes.index(("apply", "Deployment/m-spec")) == 0  # the handover, then the intent without it
+    assert kube.writes.count(("apply", "Deployment/m-spec")) == 2
+    kube.handovers.clear()
+    await run(kube, with_({"pools.speculative.autoscaling": "External"}, six), 2)
+    assert kube.handovers == []  # only when the intent drops the field
+
+
+def entry(manager: str, operation: str = "Apply") -> dict[str, Any]:
+    """A managedFields entry owning spec.replicas."""
+    return {"manager": manager, "operation": operation, "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+
+
+def test_the_handover_is_needed_only_while_specserve_owns_the_replicas() -> None:
+    manifest = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"template": {}}}  # fmt: skip
+    live = {"metadata": {"managedFields": [entry("specserve")]}, "spec": {"replicas": 4}}
+    assert handover(manifest, live) == {**manifest, "spec": {"replicas": 4}}
+    hpa = {"metadata": {"managedFields": [entry("kube-controller-manager", "Update")]},
+           "spec": {"replicas": 4}}  # fmt: skip
+    assert handover(manifest, hpa) is None and not owns_replicas(hpa)
+    assert owns_replicas({"metadata": {}})  # no managedFields to tell: hand over (harmless)
+    assert handover({**manifest, "spec": {"replicas": 2}}, live) is None  # the intent still carries it

@@ -578,6 +578,21 @@ class PoolStatus(Model):
     )
 
 
+class RolloutState(Model):
+    """The reconcile's memory between passes (typed, not parsed from condition messages)."""
+
+    announced: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Downtime announcements made and not yet acted on (pool@templatehash): the next pass rolls.",
+    )
+    weights_changed: str | None = Field(
+        default=None,
+        description="When the reconcile last moved the HTTPRoute's weights: a roll or prune that follows waits for "
+        "the Gateway to accept the route's generation, or for the settle delay where it reports no status.",
+    )
+
+
 class SpecServeStatus(Model):
     observed_generation: int | None = None
     # A list map keyed by type: the reconcile and the switching loop each server-side apply their own conditions.
@@ -592,3 +607,4 @@ class SpecServeStatus(Model):
     history: list[Decision] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     switching: SwitchingState | None = None
     pools: list[PoolStatus] = Field(default_factory=list, max_length=8, description="Each pool as observed.")
+    rollout: RolloutState | None = Field(default=None, description="The reconcile's rollout state.")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserve.kube.client import KubeError
+from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
 from specserve.kube.kinds import DEPLOYMENT, OWNED_KINDS, PODMONITOR, Kind, kind_of
 from specserve.reconcile.intent import ref
@@ -20,6 +20,9 @@ from specserve.render.manifests import LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
+# Holds spec.replicas while the `specserve` manager lets go of it (Kubernetes "Server-Side Apply: Transferring
+# ownership"): the field is never left without a manager, so the server never resets it to its default.
+HANDOVER_MANAGER = "specserve-handover"
 # Kinds whose API may be absent (a 404 on apply means "not installed", and only their own condition says so).
 OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
 
@@ -27,9 +30,11 @@ OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
 class Kube(Protocol):
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None: ...
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
-    async def apply(self, manifest: JSON) -> JSON: ...
+    async def apply(self, manifest: JSON, field_manager: str = ...) -> JSON: ...
     async def delete(self, kind: Kind, namespace: str, name: str) -> None: ...
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None: ...
+    async def apply_status(
+        self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
+    ) -> JSON: ...
 
 
 @dataclass
@@ -102,6 +107,38 @@ async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, d
     return snap
 
 
+def owns_replicas(live: Mapping[str, Any], manager: str = FIELD_MANAGER) -> bool:
+    """Does `manager`'s Apply entry own the Deployment's spec.replicas? Without managedFields (a server or a proxy
+    that strips them), assume it does: a handover too many is harmless, a missing one resets the count."""
+    entries = (live.get("metadata") or {}).get("managedFields")
+    if entries is None:
+        return True
+    return any(
+        e.get("manager") == manager
+        and e.get("operation") == "Apply"
+        and not e.get("subresource")
+        and "f:replicas" in ((e.get("fieldsV1") or {}).get("f:spec") or {})
+        for e in entries
+    )
+
+
+def handover(manifest: Mapping[str, Any], live: Mapping[str, Any] | None) -> JSON | None:
+    """The apply that hands spec.replicas over before `manifest` stops carrying it: the live count, under the
+    handover manager. None when there is nothing to hand over."""
+    if manifest["kind"] != DEPLOYMENT.kind or live is None or "replicas" in (manifest.get("spec") or {}):
+        return None
+    count = (live.get("spec") or {}).get("replicas")
+    if count is None or not owns_replicas(live):
+        return None
+    meta = manifest["metadata"]
+    return {
+        "apiVersion": manifest["apiVersion"],
+        "kind": manifest["kind"],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": {"replicas": count},
+    }
+
+
 async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[str, JSON]) -> Applied:
     """Apply (server-side, the whole intent) each manifest whose intent changed or whose fields drifted.
 
@@ -123,6 +160,9 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
         changed = live is None or applied_hash(live) != intent_hash(manifest)
         log.debug("applying %s: %s", key, "missing" if live is None else "intent changed" if changed else "drift")
         try:
+            if (transfer := handover(manifest, live)) is not None:
+                # First a second owner for the live count, then the intent without it: the count never drops.
+                await kube.apply(transfer, field_manager=HANDOVER_MANAGER)
             out.live[key] = await kube.apply(with_applied_hash(manifest))
             out.applied.append(key)
         except KubeError as exc:

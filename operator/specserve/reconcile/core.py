@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserve.api.install_policy import InstallPolicy, check_install_policy
-from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy, Weights
+from specserve.api.models import ConditionStatus, Mode, RolloutState, SpecServe, SpecServeStatus, Strategy, Weights
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
@@ -28,7 +28,7 @@ from specserve.reconcile.intent import (
     with_route_weights,
     with_template_hash,
 )
-from specserve.reconcile.rollout import Plan, World, announced_in, plan
+from specserve.reconcile.rollout import Plan, World, plan
 from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.reconcile.traffic import moves_off_dead, servable, with_live_backends
 from specserve.render import render
@@ -37,17 +37,17 @@ from specserve.status import (
     BASELINE_POOL_READY,
     DEGRADED,
     POD_MONITOR_READY,
-    PROGRESSING,
+    RECONCILE_MANAGER,
     SPECULATIVE_POOL_READY,
     Observation,
     Part,
     PoolHealth,
     RouteHealth,
     invalid_status,
-    merge_patch,
     observed_status,
+    reconcile_fields,
+    reconcile_fields_differ,
     same_status,
-    status_body,
 )
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ NO_HOST_PATHS = InstallPolicy()  # the default installation: no hostPath volumes
 
 @dataclass(frozen=True)
 class StatusWrite:
-    """A status this operator wrote, and the one it replaced: lets the next reconcile read its own write even
-    when the object it is handed predates it (watch events and timers can lag behind our own patches)."""
+    """A status the switching loop wrote (its merge-patch base). The reconcile no longer keeps one: it applies
+    its own fields with its own field manager. Kept only until switching/evaluate.py does the same."""
 
     before: SpecServeStatus
     after: SpecServeStatus
@@ -73,7 +73,7 @@ class Outcome:
     invalid: str | None = None  # the message, when the spec was rejected
     newly_invalid: bool = False  # the rejection is new (emit one event, not one per resync)
     status: SpecServeStatus | None = None  # the status after this reconcile
-    write: StatusWrite | None = None  # set when this reconcile wrote the status
+    stored: JSON | None = None  # the SpecServe as the server stored it, when this reconcile wrote its status
     warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): Warning events to post, each once
     held: tuple[str, ...] = ()  # Deployments whose change waits for a later step
 
@@ -90,51 +90,43 @@ def previous_status(body: Mapping[str, Any]) -> SpecServeStatus:
         return SpecServeStatus()  # unreadable (hand-edited) status: rebuild it from observation
 
 
-def current_status(body: Mapping[str, Any], last_write: StatusWrite | None) -> SpecServeStatus:
-    return _current(body, last_write)[0]
-
-
-def _current(body: Mapping[str, Any], last_write: StatusWrite | None) -> tuple[SpecServeStatus, JSON]:
-    """The status to start from, and the status body the server holds (the base of the merge patch)."""
+def current_status(body: Mapping[str, Any], last_write: StatusWrite | None = None) -> SpecServeStatus:
+    """The status to start from (the switching loop's view: its own last write when the body predates it)."""
     seen = previous_status(body)
     if last_write is not None and same_status(seen, last_write.before):
-        return last_write.after, status_body(last_write.after)  # our last write has not come back yet
-    raw = body.get("status")
-    return seen, dict(raw) if isinstance(raw, dict) else {}
+        return last_write.after
+    return seen
 
 
-async def _write_status(
-    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, server: JSON, new: SpecServeStatus
-) -> StatusWrite | None:
-    if same_status(old, new):
-        return None
-    patch = merge_patch(server, status_body(new))
-    if not patch:
+async def _write_status(kube: Kube, body: Mapping[str, Any], new: SpecServeStatus) -> JSON | None:
+    """Server-side apply of the reconcile's own status fields, only when they differ from the live ones; the
+    object as the server stored it (None: nothing written)."""
+    if not reconcile_fields_differ(body.get("status"), new):
         return None
     meta = body["metadata"]
     try:
-        await kube.patch_status(SPECSERVE, meta["namespace"], meta["name"], patch)
+        return await kube.apply_status(
+            SPECSERVE, meta["namespace"], meta["name"], reconcile_fields(new), field_manager=RECONCILE_MANAGER
+        )
     except KubeError as exc:  # the next reconcile writes it again
         log.warning("status of %s/%s not written: %s", meta["namespace"], meta["name"], exc)
         return None
-    return StatusWrite(before=old, after=new)
 
 
 async def reconcile(
     kube: Kube,
     body: Mapping[str, Any],
-    last_write: StatusWrite | None = None,
     now: Callable[[], str] = _now,
     install: InstallPolicy = NO_HOST_PATHS,
 ) -> Outcome:
-    old, server = _current(body, last_write)
+    old = previous_status(body)
     try:
         obj = parse_object(body)
         # What the installation allows (host paths) is refused like any invalid spec: nothing applied.
         if errors := check_install_policy(obj.spec, install):
             raise InvalidSpecServe(errors)
     except InvalidSpecServe as exc:
-        return await _reject(kube, body, old, server, exc, now)
+        return await _reject(kube, body, old, exc, now)
     tgt = target(obj, old)
     shown = rendered_spec(obj, old)
     the_pools = pools(shown, tgt.mode)
@@ -144,8 +136,8 @@ async def reconcile(
     if snap.read_errors:
         seen = _blind(obj, tgt, snap)
         new = observed_status(old, seen, now())
-        write = await _write_status(kube, body, old, server, new)
-        return Outcome(status_written=write is not None, status=new, write=write)
+        stored = await _write_status(kube, body, new)
+        return Outcome(status_written=stored is not None, status=new, stored=stored)
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
     world = _world(obj, tgt, the_pools, desired, snap, old)
@@ -160,13 +152,15 @@ async def reconcile(
     live = {**snap.owned, **applied.live}
     seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
     new = observed_status(old, seen, now())
-    write = await _write_status(kube, body, old, server, new)
+    moved = route_backends(snap.owned.get(route_key)) != route_backends(live.get(route_key))
+    new = new.model_copy(update={"rollout": _rollout_state(old, world, the_plan, now() if moved else None)})
+    stored = await _write_status(kube, body, new)
     return Outcome(
         applied=tuple(applied.applied),
         pruned=tuple(pruned),
-        status_written=write is not None,
+        status_written=stored is not None,
         status=new,
-        write=write,
+        stored=stored,
         warnings=_warnings(old, the_plan, applied),
         held=tuple(sorted(the_plan.held | {k.partition("/")[2] for k in applied.held})),
     )
@@ -216,7 +210,6 @@ def _world(
         if key.startswith(f"{DEPLOYMENT.kind}/")
     }
     by_role = {PoolRole.SPECULATIVE: tgt.weights.speculative, PoolRole.BASELINE: tgt.weights.baseline}
-    progressing = next((c for c in old.conditions if c.type == PROGRESSING), None)
     return World(
         desired=tuple(
             desired_pool(d)
@@ -227,10 +220,22 @@ def _world(
         route=obj.spec.routing.gateway is not None,
         live_route=route_backends(snap.owned.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")),
         target_weights={p.name: by_role.get(p.role, 100) for p in the_pools},
-        announced=announced_in(progressing.reason, progressing.message) if progressing else frozenset(),
+        announced=frozenset(old.rollout.announced) if old.rollout is not None else frozenset(),
         # A pool with any object of its name owned by someone else (its Service, say) gets no traffic.
         excluded=frozenset(c.partition("/")[2] for c in snap.conflicts) & frozenset(deployments),
     )
+
+
+def _rollout_state(old: SpecServeStatus, world: World, the_plan: Plan, moved_at: str | None) -> RolloutState | None:
+    """Announcements stay until their pool's template is current (a refused roll is not announced twice); the
+    time of the last weight change moves when this pass changed the route's weights (`moved_at`)."""
+    pending = {
+        p.announcement for p in world.desired if (lp := world.live.get(p.name)) is not None and not lp.template_current
+    }
+    announced = (world.announced & pending) | ({the_plan.announcement} if the_plan.announcement else set())
+    previous = old.rollout or RolloutState()
+    state = RolloutState(announced=sorted(announced), weights_changed=moved_at or previous.weights_changed)
+    return None if state == RolloutState() else state
 
 
 def _known_absent(obj: SpecServe, old: SpecServeStatus) -> set[str]:
@@ -387,8 +392,8 @@ def _warnings(old: SpecServeStatus, the_plan: Plan, applied: Applied) -> tuple[t
     """Warning events, each once: the downtime announcement (the pass that first makes it; the next one acts),
     and each object whose apply newly failed (one that already failed on the previous pass is not repeated)."""
     out: list[tuple[str, str]] = []
-    previous = next((c for c in old.conditions if c.type == PROGRESSING), None)
-    if the_plan.downtime is not None and not (previous is not None and previous.message.endswith(the_plan.downtime)):
+    announced = old.rollout.announced if old.rollout is not None else []
+    if the_plan.downtime is not None and the_plan.announcement not in announced:
         out.append(("DowntimeAhead", the_plan.downtime))
     degraded = next((c for c in old.conditions if c.type == DEGRADED and c.reason == "ReconcileFailed"), None)
     failed_before = degraded.message if degraded is not None else ""
@@ -401,18 +406,17 @@ def _warnings(old: SpecServeStatus, the_plan: Plan, applied: Applied) -> tuple[t
 
 
 async def _reject(
-    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, server: JSON, exc: InvalidSpecServe,
+    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, exc: InvalidSpecServe,
     now: Callable[[], str],
 ) -> Outcome:  # fmt: skip
     meta = body.get("metadata") or {}
     message = f"not applied, running pods are left as they are: {exc}"
     running = await _running_pools(kube, meta)
     new = invalid_status(old, meta.get("generation"), message, now(), running)
-    write = await _write_status(kube, body, old, server, new)
-    written = write is not None
-    newly = written and not any(c.type == "Degraded" and c.reason == "InvalidSpec" and c.message == message
-                                for c in old.conditions)  # fmt: skip
-    return Outcome(status_written=written, invalid=str(exc), newly_invalid=newly, status=new, write=write)
+    stored = await _write_status(kube, body, new)
+    newly = stored is not None and not any(c.type == "Degraded" and c.reason == "InvalidSpec" and c.message == message
+                                           for c in old.conditions)  # fmt: skip
+    return Outcome(status_written=stored is not None, invalid=str(exc), newly_invalid=newly, status=new, stored=stored)
 
 
 async def _running_pools(kube: Kube, meta: Mapping[str, Any]) -> dict[str, PoolHealth] | None:
