@@ -172,3 +172,39 @@ async def test_a_restarted_operator_keeps_another_managers_status_fields(fake: F
             await asyncio.sleep(RESYNC * 6)
         assert len(fake.requests) > start
         assert [f"{w.method} {w.path}" for w in fake.writes_since(start)] == []
+
+
+def mem_fraction(api: FakeApiServer, pool: str) -> str:
+    args = (api.get(DEPLOYMENTS, NS, pool) or {})["spec"]["template"]["spec"]["containers"][0]["args"]
+    return str(args[args.index("--mem-fraction-static") + 1])
+
+
+async def test_a_roll_after_a_weight_change_waits_for_the_gateway(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    kubelet = Kubelet(fake)
+    async with background(kubelet.run()), running():
+        await serving(fake, kimi_doc)
+        kubelet.gateway_paused = True  # the Gateway stops taking new generations of the route
+        edit(fake, {"engine": {"memFractionStatic": 0.8}})
+        await eventually(lambda: weights(fake) == {SPEC: 100, BASE: 0}, what="the baseline pool drained")
+        await asyncio.sleep(RESYNC * 6)
+        assert mem_fraction(fake, BASE) != "0.8"  # not rolled: the Gateway may still send it requests
+        assert "accept generation" in str((condition(fake, "Progressing") or {}).get("message"))
+        kubelet.gateway_paused = False
+        await eventually(lambda: mem_fraction(fake, BASE) == "0.8", what="the roll once accepted")
+        await eventually(lambda: status_of(fake, "Progressing") == "False", what="settled")
+
+
+async def test_without_gateway_status_a_roll_waits_the_settle_delay(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    doc = copy.deepcopy(kimi_doc)
+    doc["metadata"]["namespace"] = NS
+    doc["spec"]["routing"]["settleSeconds"] = 3
+    async with background(Kubelet(fake).run()), running():
+        fake.create(doc)  # no Gateway ever reports on the route
+        await eventually(lambda: status_of(fake, "Progressing") == "False", what="settled")
+        edit(fake, {"engine": {"memFractionStatic": 0.8}})
+        await eventually(lambda: weights(fake) == {SPEC: 100, BASE: 0}, what="the baseline pool drained")
+        moved = time.monotonic()
+        await eventually(lambda: mem_fraction(fake, BASE) == "0.8", timeout=20, what="the roll after the delay")
+        waited = time.monotonic() - moved
+        print(f"\nroll after the weight change, no Gateway status: {waited:.2f} s (settleSeconds 3)")
+        assert waited >= 1.5  # whole seconds in status: at least settleSeconds - 1 after the move was seen

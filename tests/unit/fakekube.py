@@ -61,6 +61,8 @@ class FakeKube:
                 status = {"replicas": replicas, "updatedReplicas": replicas, "readyReplicas": 0}  # pods restart
             status["observedGeneration"] = new["metadata"]["generation"]
             new["status"] = status
+        elif old is not None and "status" in old:  # an apply of the main resource leaves the status alone
+            new["status"] = copy.deepcopy(old["status"])
         self.objects[(kind, name)] = new
         return copy.deepcopy(new)
 

@@ -3,11 +3,12 @@ conflicting pool never counts as ready, and the route never loses its last Ready
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.reconcile.apply import HANDOVER_MANAGER, handover, owns_replicas
-from specserve.reconcile.traffic import moves_off_dead, servable, with_live_backends
+from specserve.reconcile.traffic import gateway_pending, moves_off_dead, servable, with_live_backends
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import with_
 from tests.unit.test_reconcile import cond, run, serving
@@ -129,3 +130,69 @@ def test_the_handover_is_needed_only_while_specserve_owns_the_replicas() -> None
     assert handover(manifest, hpa) is None and not owns_replicas(hpa)
     assert owns_replicas({"metadata": {}})  # no managedFields to tell: hand over (harmless)
     assert handover({**manifest, "spec": {"replicas": 2}}, live) is None  # the intent still carries it
+
+
+def accepted(kube: FakeKube, generation: int, observed: int | None) -> None:
+    """The route at `generation`; the Gateway's Accepted condition at `observed` (None: no status at all)."""
+    route = kube.objects[("HTTPRoute", "m")]
+    route["metadata"]["generation"] = generation
+    cond = {"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": observed}
+    route["status"] = {"parents": [{"conditions": [cond]}]} if observed is not None else {}
+
+
+async def drained(kube: FakeKube, change: dict[str, Any]) -> None:
+    """Run an engine change until m-spec (the busy pool) has been drained and waits for its roll."""
+    for _ in range(10):
+        await run(kube, change, 2)
+        for name in ("m-spec", "m-base"):
+            kube.ready(name)
+        if kube.route_weights() == {"m-spec": 0, "m-base": 100}:
+            return
+    raise AssertionError(kube.route_weights())
+
+
+async def test_a_roll_after_a_weight_change_waits_for_the_gateway_to_accept_it() -> None:
+    kube = FakeKube()
+    await serving(kube)
+    change = with_({"engine.memFractionStatic": 0.8})
+    await drained(kube, change)
+    spec_before = kube.objects[("Deployment", "m-spec")]["spec"]["template"]
+    accepted(kube, generation=5, observed=4)  # the Gateway has not taken the drain yet
+    outcome = await run(kube, change, 2)
+    assert "m-spec" in outcome.held and kube.objects[("Deployment", "m-spec")]["spec"]["template"] == spec_before
+    assert "accept generation 5" in cond(kube, "Progressing")["message"]
+    accepted(kube, generation=5, observed=5)
+    outcome = await run(kube, change, 2)
+    assert "Deployment/m-spec" in outcome.applied  # now it rolls
+
+
+async def test_without_gateway_status_the_roll_waits_the_settle_delay() -> None:
+    kube = FakeKube()
+    spec = with_({"routing.settleSeconds": 60})
+    await serving(kube, spec)
+    change = with_({"engine.memFractionStatic": 0.8}, spec)
+    await drained(kube, change)
+    moved = kube.status["rollout"]["weightsChanged"]
+    accepted(kube, generation=5, observed=None)
+    later = datetime.strptime(moved, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) + timedelta(seconds=30)
+    outcome = await run(kube, change, 2, now=lambda: later.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert "m-spec" in outcome.held and "settleSeconds" in cond(kube, "Progressing")["message"]
+    later += timedelta(seconds=31)
+    outcome = await run(kube, change, 2, now=lambda: later.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert "Deployment/m-spec" in outcome.applied
+
+
+def test_gateway_pending_reads_the_accepted_generation_or_the_settle_delay() -> None:
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def route(generation: int, *observed: int | None) -> dict[str, Any]:
+        parents = [{"conditions": [{"type": "Accepted", "status": "True", "observedGeneration": o}]} for o in observed]
+        return {"metadata": {"generation": generation}, "status": {"parents": parents}}
+
+    assert gateway_pending(route(3, 3, 3), t0, t0, 30) is None
+    assert gateway_pending(route(3, 3, 2), t0, t0, 30) is not None  # one parent lags
+    assert gateway_pending(route(3, None), t0, t0, 30) is None  # cannot tell: counts as current
+    assert gateway_pending(route(3), t0, t0 + timedelta(seconds=10), 30) is not None
+    assert gateway_pending(route(3), t0, t0 + timedelta(seconds=30), 30) is None
+    assert gateway_pending(route(3), None, t0, 30) is None  # no weight change recorded
+    assert gateway_pending(None, t0, t0, 30) is None

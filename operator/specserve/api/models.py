@@ -343,6 +343,14 @@ class RoutingSpec(Model):
         json_schema_extra={"pattern": k8s_rules.PATH_PATTERN},
         description="HTTPRoute PathPrefix match, e.g. /v1.",
     )
+    settle_seconds: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="After moving weights, a pool is rolled or pruned only once the Gateway has accepted the "
+        "HTTPRoute's new generation (status.parents[].conditions Accepted, observedGeneration); where the Gateway "
+        "reports no status, this many seconds after the move (as Argo Rollouts' scaleDownDelaySeconds).",
+    )
 
 
 class MonitoringSpec(Model):

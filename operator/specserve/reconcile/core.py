@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,9 +28,9 @@ from specserve.reconcile.intent import (
     with_route_weights,
     with_template_hash,
 )
-from specserve.reconcile.rollout import Plan, World, plan
+from specserve.reconcile.rollout import Plan, Step, World, plan
 from specserve.reconcile.target import Target, rendered_spec, target
-from specserve.reconcile.traffic import moves_off_dead, servable, with_live_backends
+from specserve.reconcile.traffic import gateway_pending, moves_off_dead, servable, with_live_backends
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
@@ -141,7 +141,9 @@ async def reconcile(
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
     world = _world(obj, tgt, the_pools, desired, snap, old)
-    the_plan = plan(world)
+    the_plan = _await_gateway(
+        plan(world), world, snap.owned.get(route_key), old, obj.spec.routing.settle_seconds, now()
+    )
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
     serving = frozenset(n for n, p in world.live.items() if p.serving and n not in world.excluded)
     applied = await _apply_traffic_first(
@@ -223,6 +225,42 @@ def _world(
         announced=frozenset(old.rollout.announced) if old.rollout is not None else frozenset(),
         # A pool with any object of its name owned by someone else (its Service, say) gets no traffic.
         excluded=frozenset(c.partition("/")[2] for c in snap.conflicts) & frozenset(deployments),
+    )
+
+
+def _time(text: str | None) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if text else None
+    except ValueError:
+        return None
+
+
+def _await_gateway(
+    the_plan: Plan, world: World, route: JSON | None, old: SpecServeStatus, settle: float, now: str
+) -> Plan:
+    """Hold the rolls of serving pools and the prunes of serving pools until the Gateway has taken the last
+    weight change (the drained pool may still get requests until it has)."""
+    moved = _time(old.rollout.weights_changed if old.rollout is not None else None)
+    why = gateway_pending(route, moved, _time(now) or datetime.now(UTC), settle)
+    if why is None:
+        return the_plan
+    rolling = {
+        p.name
+        for p in world.desired
+        if p.name not in the_plan.held
+        and (live := world.live.get(p.name)) is not None
+        and live.serving
+        and not live.template_current
+    }
+    serving_pruned = {n for n in the_plan.prune_pools if world.live[n].serving}
+    if not rolling and not serving_pruned:
+        return the_plan
+    return replace(
+        the_plan,
+        held=the_plan.held | rolling,
+        prune_pools=tuple(n for n in the_plan.prune_pools if n not in serving_pruned),
+        steps=(*the_plan.steps, Step("WaitingForGateway", why)),
+        settled=False,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Set
+from datetime import datetime
 from typing import Any
 
 JSON = dict[str, Any]
@@ -54,3 +55,40 @@ def with_live_backends(route: Mapping[str, Any], live: Mapping[str, Any] | None,
             for b in rule.get("backendRefs") or []
         ]
     return out
+
+
+def gateway_pending(
+    route: Mapping[str, Any] | None, moved: datetime | None, now: datetime, settle: float
+) -> str | None:
+    """Why a roll or prune that follows a weight change must wait for the Gateway (None: it need not).
+
+    A Gateway that reports status must have observed the route's current generation (every parent's Accepted
+    condition; one without observedGeneration cannot tell and counts as current). One that reports nothing gets
+    `settle` seconds after the last weight change, as Argo Rollouts' scaleDownDelaySeconds."""
+    if route is None:
+        return None
+    generation = (route.get("metadata") or {}).get("generation")
+    accepted = [
+        c
+        for parent in (route.get("status") or {}).get("parents") or []
+        for c in parent.get("conditions") or []
+        if c.get("type") == "Accepted"
+    ]
+    if accepted:
+        stale = [
+            c for c in accepted if generation is not None and (c.get("observedGeneration") or generation) < generation
+        ]
+        if stale:
+            return (
+                f"waiting for the Gateway to accept generation {generation} of the HTTPRoute before rolling or pruning"
+            )
+        return None
+    if moved is None:
+        return None
+    left = settle - (now - moved).total_seconds()
+    if left <= 0:
+        return None
+    return (
+        f"the Gateway reports no HTTPRoute status: waiting {left:.0f} s more (spec.routing.settleSeconds) after the "
+        "weight change before rolling or pruning"
+    )
