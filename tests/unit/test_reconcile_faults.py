@@ -8,7 +8,7 @@ from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.reconcile.apply import HANDOVER_MANAGER, handover, owns_replicas
-from specserve.reconcile.traffic import gateway_pending, moves_off_dead, servable, with_live_backends
+from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import with_
 from tests.unit.test_reconcile import cond, run, serving
@@ -35,9 +35,17 @@ async def test_a_refused_deployment_does_not_hold_the_failover() -> None:
     assert kube.writes[0] == ("apply", "HTTPRoute/m")  # before any other object
     # m-base's refusal is not announced again; m-spec now serves nothing, rolls at once, and is refused too.
     assert [w for w, _ in second.warnings] == ["ApplyFailed"] and "Deployment/m-spec" in second.warnings[0][1]
+    assert kube.status["rollout"]["refused"] == ["Deployment/m-base", "Deployment/m-spec"]
     third = await run(kube, change, 2)
     assert third.warnings == () and kube.route_weights() == {"m-spec": 0, "m-base": 100}
     assert cond(kube, "Degraded")["status"] == "True" and "Deployment/m-spec" in cond(kube, "Degraded")["message"]
+    kube.fail.clear()
+    for _ in range(8):  # once the policy allows them, both roll: nothing is refused any more
+        await run(kube, change, 2)
+        for name in ("m-spec", "m-base"):
+            kube.ready(name)
+    assert "rollout" not in kube.status or not kube.status["rollout"].get("refused")
+    assert cond(kube, "Degraded")["status"] == "False"
 
 
 async def test_a_refused_config_map_holds_the_deployments_but_not_the_route() -> None:
@@ -196,3 +204,10 @@ def test_gateway_pending_reads_the_accepted_generation_or_the_settle_delay() -> 
     assert gateway_pending(route(3), t0, t0 + timedelta(seconds=30), 30) is None
     assert gateway_pending(route(3), None, t0, 30) is None  # no weight change recorded
     assert gateway_pending(None, t0, t0, 30) is None
+
+
+def test_the_route_never_has_all_its_weight_on_backends_that_cannot_serve() -> None:
+    assert keep_serving((("a", 100), ("b", 0)), {"b"}) == (("a", 0), ("b", 100))
+    assert keep_serving((("a", 0), ("b", 0), ("c", 0)), {"b", "c"}) == (("a", 0), ("b", 50), ("c", 50))
+    assert keep_serving((("a", 60), ("b", 40)), {"b"}) == (("a", 60), ("b", 40))  # a Ready backend has weight
+    assert keep_serving((("a", 100),), set()) == (("a", 100),)  # nothing can serve: as planned

@@ -599,6 +599,12 @@ class RolloutState(Model):
         description="When the reconcile last moved the HTTPRoute's weights: a roll or prune that follows waits for "
         "the Gateway to accept the route's generation, or for the settle delay where it reports no status.",
     )
+    refused: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Objects (Kind/name) whose last apply the API server refused and that have not been applied "
+        "since (Degraded has the server's message); each is announced by one Warning event.",
+    )
 
 
 class SpecServeStatus(Model):

@@ -30,12 +30,11 @@ from specserve.reconcile.intent import (
 )
 from specserve.reconcile.rollout import Plan, Step, World, plan
 from specserve.reconcile.target import Target, rendered_spec, target
-from specserve.reconcile.traffic import gateway_pending, moves_off_dead, servable, with_live_backends
+from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
     BASELINE_POOL_READY,
-    DEGRADED,
     POD_MONITOR_READY,
     RECONCILE_MANAGER,
     SPECULATIVE_POOL_READY,
@@ -155,7 +154,8 @@ async def reconcile(
     seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
     new = observed_status(old, seen, now())
     moved = route_backends(snap.owned.get(route_key)) != route_backends(live.get(route_key))
-    new = new.model_copy(update={"rollout": _rollout_state(old, world, the_plan, now() if moved else None)})
+    state = _rollout_state(old, world, the_plan, now() if moved else None, _refused(old, desired, applied))
+    new = new.model_copy(update={"rollout": state})
     stored = await _write_status(kube, body, new)
     return Outcome(
         applied=tuple(applied.applied),
@@ -186,9 +186,14 @@ async def _apply_traffic_first(
     if route is None:
         return await apply_changed(kube, rest, owned)
     weights = the_plan.route_weights
+
+    def routable(live: Mapping[str, JSON]) -> tuple[tuple[str, int], ...]:
+        services = _services(live)
+        return keep_serving(servable(weights, services), serving & services)
+
     out = Applied()
     if moves_off_dead(route_backends(owned.get(route_key)), weights, serving):
-        out = await apply_changed(kube, [with_route_weights(route, servable(weights, _services(owned)))], owned)
+        out = await apply_changed(kube, [with_route_weights(route, routable(owned))], owned)
     out.merge(await apply_changed(kube, rest, owned))
     if route_key in out.failed:
         return out
@@ -197,7 +202,7 @@ async def _apply_traffic_first(
     refused = frozenset(k.partition("/")[2] for k in out.failed if k.startswith("Service/"))
     route = with_live_backends(route, owned.get(route_key), refused)
     seen = {**owned, **out.live}
-    out.merge(await apply_changed(kube, [with_route_weights(route, servable(weights, _services(seen)))], seen))
+    out.merge(await apply_changed(kube, [with_route_weights(route, routable(seen))], seen))
     return out
 
 
@@ -264,7 +269,18 @@ def _await_gateway(
     )
 
 
-def _rollout_state(old: SpecServeStatus, world: World, the_plan: Plan, moved_at: str | None) -> RolloutState | None:
+def _refused(old: SpecServeStatus, desired: list[JSON], applied: Applied) -> list[str]:
+    """Objects refused and not applied since: those refused now, and those refused before and not tried again
+    (held) that are still wanted."""
+    wanted = {ref(m) for m in desired}
+    before = set(old.rollout.refused) if old.rollout is not None else set()
+    kept = {k for k in before if k in wanted and k not in applied.applied}
+    return sorted(kept | set(applied.failed))
+
+
+def _rollout_state(
+    old: SpecServeStatus, world: World, the_plan: Plan, moved_at: str | None, refused: list[str]
+) -> RolloutState | None:
     """Announcements stay until their pool's template is current (a refused roll is not announced twice); the
     time of the last weight change moves when this pass changed the route's weights (`moved_at`)."""
     pending = {
@@ -272,7 +288,9 @@ def _rollout_state(old: SpecServeStatus, world: World, the_plan: Plan, moved_at:
     }
     announced = (world.announced & pending) | ({the_plan.announcement} if the_plan.announcement else set())
     previous = old.rollout or RolloutState()
-    state = RolloutState(announced=sorted(announced), weights_changed=moved_at or previous.weights_changed)
+    state = RolloutState(
+        announced=sorted(announced), weights_changed=moved_at or previous.weights_changed, refused=refused
+    )
     return None if state == RolloutState() else state
 
 
@@ -433,12 +451,9 @@ def _warnings(old: SpecServeStatus, the_plan: Plan, applied: Applied) -> tuple[t
     announced = old.rollout.announced if old.rollout is not None else []
     if the_plan.downtime is not None and the_plan.announcement not in announced:
         out.append(("DowntimeAhead", the_plan.downtime))
-    degraded = next((c for c in old.conditions if c.type == DEGRADED and c.reason == "ReconcileFailed"), None)
-    failed_before = degraded.message if degraded is not None else ""
+    refused_before = set(old.rollout.refused) if old.rollout is not None else set()
     out += [
-        ("ApplyFailed", f"{key}: {message}")
-        for key, message in applied.failed.items()
-        if f"{key}: " not in failed_before
+        ("ApplyFailed", f"{key}: {message}") for key, message in applied.failed.items() if key not in refused_before
     ]
     return tuple(out)
 

@@ -92,3 +92,14 @@ def gateway_pending(
         f"the Gateway reports no HTTPRoute status: waiting {left:.0f} s more (spec.routing.settleSeconds) after the "
         "weight change before rolling or pruning"
     )
+
+
+def keep_serving(weights: Weights, serving: Set[str]) -> Weights:
+    """The last line of defence: never all the weight on backends that cannot serve (nor 0/0) while one can. The
+    planner never asks for that; if it ever did, the Ready backends share the total equally."""
+    ready = [n for n, _ in weights if n in serving]
+    if not ready or any(w > 0 and n in serving for n, w in weights):
+        return weights
+    total = sum(w for _, w in weights) or 100
+    share = {n: total // len(ready) + (1 if i < total % len(ready) else 0) for i, n in enumerate(ready)}
+    return tuple((n, share.get(n, 0)) for n, _ in weights)
