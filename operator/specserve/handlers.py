@@ -76,9 +76,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             # The freshest body the watch delivered (status included) beats the one this handler was handed.
             latest = tracked.get(Registry.key(body))
             plain = latest.body if latest is not None else _plain(body)
-            outcome = await reconcile(kube, plain, last_write=memo.get("last_write"), install=config.install_policy)
-            if outcome.write is not None:
-                memo["last_write"] = outcome.write
+            outcome = await reconcile(kube, plain, install=config.install_policy)
+            # Read our own write from the server's answer, unless the watch delivered something newer meanwhile.
+            if outcome.stored is not None and latest is not None and latest.body is plain:
+                latest.body = _plain(outcome.stored)
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
             await _warn(kube, body, "InvalidSpec", outcome.invalid)

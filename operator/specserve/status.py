@@ -279,6 +279,39 @@ def invalid_status(
     return previous.model_copy(update={"conditions": conds, "pools": [p.report() for p in running.values()]})
 
 
+# The status fields each writer owns and server-side applies under its own field manager (as cert-manager's
+# sub-controllers do); `conditions` is a list map keyed by type, so each owns its condition types.
+RECONCILE_MANAGER = "specserve"
+RECONCILE_FIELDS = ("observedGeneration", "activeMode", "weights", "pools", "rollout")
+RECONCILE_CONDITIONS = frozenset(
+    {READY, SPECULATIVE_POOL_READY, BASELINE_POOL_READY, ROUTE_READY, POD_MONITOR_READY, PROGRESSING, DEGRADED}
+)
+
+
+def reconcile_fields(status: SpecServeStatus) -> dict[str, Any]:
+    """The reconcile's whole apply body: the fields it owns and its conditions, nothing of the switching loop."""
+    body = status_body(status)
+    out = {k: body[k] for k in RECONCILE_FIELDS if k in body}
+    out["conditions"] = [c for c in body.get("conditions") or [] if c["type"] in RECONCILE_CONDITIONS]
+    return out
+
+
+def reconcile_fields_differ(live: Any, new: SpecServeStatus) -> bool:
+    """Whether the live status (as the server stores it) differs from `new` in the reconcile's own fields: a
+    steady state writes nothing. Unreadable live status differs (it is rebuilt)."""
+    try:
+        seen = SpecServeStatus.model_validate(live or {})
+    except ValueError:
+        return True
+
+    def comparable(status: SpecServeStatus) -> dict[str, Any]:
+        # A list map's order is the server's business (another writer's apply can reorder it).
+        fields = reconcile_fields(status)
+        return {**fields, "conditions": sorted(fields["conditions"], key=lambda c: str(c["type"]))}
+
+    return comparable(seen) != comparable(new)
+
+
 def status_body(status: SpecServeStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 

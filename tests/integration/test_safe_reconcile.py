@@ -33,11 +33,13 @@ JSON = dict[str, Any]
 
 @dataclass
 class Kubelet:
-    """Deployment controller + kubelet stand-in: a changed pod template means no Ready pod until it has loaded."""
+    """Deployment controller + kubelet stand-in: a changed pod template means no Ready pod until it has loaded.
+    Also the Gateway controller: it accepts each new generation of a route it has accepted before."""
 
     api: FakeApiServer
     load_seconds: float = 0.3
     hold: set[str] = field(default_factory=set)  # pools that stay loading until released
+    gateway_paused: bool = False  # the Gateway stops accepting new generations of the route
     _templates: dict[str, str] = field(default_factory=dict)  # the pod template the running pods have
     _loading: dict[str, float] = field(default_factory=dict)
 
@@ -57,7 +59,18 @@ class Kubelet:
                 elif name in self._loading and name not in self.hold and now - self._loading[name] >= self.load_seconds:
                     self.api.set_deployment_ready(NS, name)
                     del self._loading[name]
+            self._gateway()
             await asyncio.sleep(0.01)
+
+    def _gateway(self) -> None:
+        """The Gateway controller too: a route it accepted once is accepted again at each new generation."""
+        route = self.api.get(HTTPROUTES, NS, NAME)
+        parents = ((route or {}).get("status") or {}).get("parents") or []
+        seen = [
+            c.get("observedGeneration") for p in parents for c in p.get("conditions") or [] if c["type"] == "Accepted"
+        ]
+        if route is not None and seen and min(seen) != route["metadata"]["generation"] and not self.gateway_paused:
+            self.api.set_route_accepted(NS, NAME)
 
 
 @dataclass

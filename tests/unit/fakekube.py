@@ -21,6 +21,8 @@ class FakeKube:
         self.status: JSON = {}
         self.status_patches: list[JSON] = []
         self.fail: dict[tuple[str, str], KubeError] = {}  # (verb, "Kind/name" or "Kind") -> error
+        self.handovers: list[tuple[str, JSON]] = []  # (field manager, body) of applies by other managers
+        self.status_owners: dict[str, tuple[set[str], set[str]]] = {}  # manager -> (fields, condition types)
 
     def _check(self, verb: str, kind: str, name: str = "") -> None:
         for key in ((verb, f"{kind}/{name}"), (verb, kind)):
@@ -40,10 +42,13 @@ class FakeKube:
             if k == kind.kind and labels.items() <= (o["metadata"].get("labels") or {}).items()
         ]
 
-    async def apply(self, manifest: JSON) -> JSON:
+    async def apply(self, manifest: JSON, field_manager: str = "specserve") -> JSON:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         self._check("apply", kind, name)
         self.writes.append(("apply", f"{kind}/{name}"))
+        if field_manager != "specserve":  # a partial apply by another manager (the replica handover)
+            self.handovers.append((field_manager, copy.deepcopy(manifest)))
+            return copy.deepcopy(self.objects[(kind, name)])
         old = self.objects.get((kind, name))
         new = server_objects.stored(manifest)
         if kind == "Deployment":
@@ -56,6 +61,8 @@ class FakeKube:
                 status = {"replicas": replicas, "updatedReplicas": replicas, "readyReplicas": 0}  # pods restart
             status["observedGeneration"] = new["metadata"]["generation"]
             new["status"] = status
+        elif old is not None and "status" in old:  # an apply of the main resource leaves the status alone
+            new["status"] = copy.deepcopy(old["status"])
         self.objects[(kind, name)] = new
         return copy.deepcopy(new)
 
@@ -69,6 +76,33 @@ class FakeKube:
         self.writes.append(("status", name))
         self.status_patches.append(copy.deepcopy(status_body))
         self.status = merge_patch(self.status, status_body)
+
+    async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
+        """Server-side apply of /status at the granularity the writers use: top-level fields, and conditions as a
+        map keyed by type. What this manager applied before and leaves out now goes (unless another owns it)."""
+        assert kind == SPECSERVE
+        self._check("apply_status", kind.kind, name)
+        self.writes.append(("status", name))
+        self.status_patches.append(copy.deepcopy(status_body))
+        fields = {k for k in status_body if k != "conditions"}
+        types = {c["type"] for c in status_body.get("conditions") or []}
+        old_fields, old_types = self.status_owners.get(field_manager, (set(), set()))
+        others = [v for m, v in self.status_owners.items() if m != field_manager]
+        other_fields = set().union(*(f for f, _ in others)) if others else set()
+        other_types = set().union(*(t for _, t in others)) if others else set()
+        status = {k: v for k, v in self.status.items() if k not in old_fields - fields - other_fields}
+        status.update(copy.deepcopy({k: v for k, v in status_body.items() if k != "conditions"}))
+        live_conditions = status.get("conditions")
+        kept = [
+            c for c in (live_conditions if isinstance(live_conditions, list) else [])
+            if isinstance(c, dict) and c.get("type") not in types and c.get("type") not in old_types - other_types
+        ]  # fmt: skip
+        status["conditions"] = copy.deepcopy(status_body.get("conditions") or []) + kept
+        if not status["conditions"]:
+            del status["conditions"]
+        self.status = status
+        self.status_owners[field_manager] = (fields, types)
+        return {"status": copy.deepcopy(status)}
 
     # ---------------------------------------------------------------------------- the test's controller
 

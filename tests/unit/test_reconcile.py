@@ -8,7 +8,7 @@ from typing import Any
 from specserve.api.install_policy import InstallPolicy
 from specserve.kube.client import KubeError
 from specserve.kube.drift import APPLIED_HASH
-from specserve.reconcile import Outcome, StatusWrite, reconcile
+from specserve.reconcile import Outcome, reconcile
 from specserve.reconcile.intent import TEMPLATE_HASH
 from specserve.render.engine import ADAPTIVE_CONFIG_KEY
 from tests.unit.fakekube import FakeKube
@@ -28,8 +28,8 @@ def body(spec: JSON, generation: int = 1, status: JSON | None = None) -> JSON:
     }
 
 
-async def run(kube: FakeKube, spec: JSON, generation: int = 1, last: StatusWrite | None = None, **kw: Any) -> Outcome:
-    return await reconcile(kube, body(spec, generation, status=kube.status), last_write=last, **kw)
+async def run(kube: FakeKube, spec: JSON, generation: int = 1, **kw: Any) -> Outcome:
+    return await reconcile(kube, body(spec, generation, status=kube.status), **kw)
 
 
 def cond(kube: FakeKube, type_: str) -> JSON:
@@ -88,7 +88,7 @@ async def test_a_removed_field_is_applied_away() -> None:
     assert pod["nodeSelector"] == {"pool": "gpu"} and "priorityClassName" not in pod
 
 
-async def test_removed_status_fields_are_sent_as_null() -> None:
+async def test_a_status_field_left_out_of_the_apply_goes() -> None:
     kube = FakeKube()
     restart = with_({"strategy": "Restart"})
     await serving(kube, restart)
@@ -96,18 +96,25 @@ async def test_removed_status_fields_are_sent_as_null() -> None:
     spec = {k: v for k, v in restart.items() if k != "routing"}
     outcome = await run(kube, spec, 2)
     assert "HTTPRoute/m" in outcome.pruned
-    assert kube.status_patches[-1]["weights"] is None
+    assert "weights" not in kube.status_patches[-1]  # server-side apply removes what its manager left out
     assert "weights" not in kube.status
     assert cond(kube, "RouteReady")["reason"] == "NotRequested"
 
 
-async def test_the_status_patch_carries_only_what_changed() -> None:
+async def test_the_status_apply_carries_only_the_reconciles_own_fields() -> None:
     kube = FakeKube()
+    kube.status = {"switching": {"mode": "Speculative"}, "load": {"concurrency": 3.0},
+                   "conditions": [{"type": "Switching", "status": "True", "reason": "Decided",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}  # fmt: skip
+    kube.status_owners["specserve-switching"] = ({"switching", "load"}, {"Switching"})
     await run(kube, MINIMAL)
     kube.ready("m-spec")
     await run(kube, MINIMAL)
-    assert set(kube.status_patches[-1]) <= {"conditions", "pools", "weights", "activeMode"}
-    assert "observedGeneration" not in kube.status_patches[-1]
+    applied = kube.status_patches[-1]
+    assert set(applied) <= {"observedGeneration", "conditions", "pools", "weights", "activeMode", "rollout"}
+    assert not {c["type"] for c in applied["conditions"]} & {"Switching", "MetricsAvailable"}
+    assert kube.status["switching"] == {"mode": "Speculative"} and kube.status["load"] == {"concurrency": 3.0}
+    assert cond(kube, "Switching")["reason"] == "Decided"  # the loop's condition survives the reconcile's apply
 
 
 async def test_invalid_spec_changes_no_children_and_reports_the_running_pools() -> None:
@@ -162,13 +169,16 @@ async def test_nothing_is_pruned_in_a_pass_whose_apply_failed() -> None:
     assert cond(kube, "Degraded")["reason"] == "ReconcileFailed" and "etcd timeout" in cond(kube, "Degraded")["message"]
 
 
-async def test_a_422_is_reported_and_changes_nothing_after_it() -> None:
+async def test_a_422_is_reported_and_the_route_keeps_addressing_the_service_as_it_is() -> None:
     kube = FakeKube()
     await serving(kube)
     kube.fail[("apply", "Service/m-spec")] = KubeError(422, 'Service "m-spec" is invalid: spec.ports[0].port')
     outcome = await run(kube, with_({"engine.port": 31000}), 2)
-    assert "HTTPRoute/m" not in outcome.applied and outcome.pruned == ()
+    assert outcome.pruned == ()
+    assert ("ApplyFailed", 'Service/m-spec: Service "m-spec" is invalid: spec.ports[0].port') in outcome.warnings
     assert kube.route_weights()["m-spec"] == 100
+    ports = {b["name"]: b["port"] for b in kube.objects[("HTTPRoute", "m")]["spec"]["rules"][0]["backendRefs"]}
+    assert ports == {"m-spec": 30000, "m-base": 31000}  # m-spec's Service still listens on 30000
     assert cond(kube, "Degraded")["status"] == "True" and "spec.ports[0].port" in cond(kube, "Degraded")["message"]
     assert kube.status["observedGeneration"] == 1
 
@@ -300,26 +310,27 @@ async def test_without_decisions_the_mode_follows_initial_mode() -> None:
     assert kube.route_weights() == {"m-spec": 0, "m-base": 100}
 
 
-async def test_a_stale_object_does_not_make_us_write_our_status_again() -> None:
+async def test_a_stale_object_costs_at_most_the_same_apply_again() -> None:
     kube = FakeKube()
-    first = await run(kube, MINIMAL)
+    await run(kube, MINIMAL)
     stale_status = dict(kube.status)
     bad = with_({"placement.gpusPerPod": 3, "engine.tensorParallelSize": 2})
-    rejected = await reconcile(kube, body(bad, 2, status=stale_status), last_write=first.write)
-    assert rejected.newly_invalid and rejected.write is not None
-    kube.writes.clear()
+    rejected = await reconcile(kube, body(bad, 2, status=stale_status))
+    assert rejected.newly_invalid and rejected.stored is not None
+    written = kube.status
     # The watch has not delivered our Degraded status yet: the object still carries the older one.
-    again = await reconcile(
-        kube, body(bad, 2, status=stale_status), last_write=rejected.write, now=lambda: "2099-01-01T00:00:00Z"
-    )
-    assert kube.writes == [] and not again.newly_invalid
+    await reconcile(kube, body(bad, 2, status=stale_status))
+    assert kube.status == written and kube.status_patches[-1] == kube.status_patches[-2]
+    kube.writes.clear()
+    await reconcile(kube, body(bad, 2, status=written), now=lambda: "2099-01-01T00:00:00Z")
+    assert kube.writes == []
 
 
 async def test_someone_elses_status_edit_is_repaired() -> None:
     kube = FakeKube()
-    first = await run(kube, MINIMAL)
+    await run(kube, MINIMAL)
     kube.status = {**kube.status, "activeMode": "Baseline"}
-    again = await run(kube, MINIMAL, last=first.write)
+    again = await run(kube, MINIMAL)
     assert again.status_written and kube.status["activeMode"] == "Speculative"
 
 

@@ -343,6 +343,14 @@ class RoutingSpec(Model):
         json_schema_extra={"pattern": k8s_rules.PATH_PATTERN},
         description="HTTPRoute PathPrefix match, e.g. /v1.",
     )
+    settle_seconds: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="After moving weights, a pool is rolled or pruned only once the Gateway has accepted the "
+        "HTTPRoute's new generation (status.parents[].conditions Accepted, observedGeneration); where the Gateway "
+        "reports no status, this many seconds after the move (as Argo Rollouts' scaleDownDelaySeconds).",
+    )
 
 
 class MonitoringSpec(Model):
@@ -578,6 +586,27 @@ class PoolStatus(Model):
     )
 
 
+class RolloutState(Model):
+    """The reconcile's memory between passes (typed, not parsed from condition messages)."""
+
+    announced: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Downtime announcements made and not yet acted on (pool@templatehash): the next pass rolls.",
+    )
+    weights_changed: str | None = Field(
+        default=None,
+        description="When the reconcile last moved the HTTPRoute's weights: a roll or prune that follows waits for "
+        "the Gateway to accept the route's generation, or for the settle delay where it reports no status.",
+    )
+    refused: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Objects (Kind/name) whose last apply the API server refused and that have not been applied "
+        "since (Degraded has the server's message); each is announced by one Warning event.",
+    )
+
+
 class SpecServeStatus(Model):
     observed_generation: int | None = None
     # A list map keyed by type: the reconcile and the switching loop each server-side apply their own conditions.
@@ -592,3 +621,4 @@ class SpecServeStatus(Model):
     history: list[Decision] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     switching: SwitchingState | None = None
     pools: list[PoolStatus] = Field(default_factory=list, max_length=8, description="Each pool as observed.")
+    rollout: RolloutState | None = Field(default=None, description="The reconcile's rollout state.")

@@ -229,12 +229,13 @@ class KubeClient:
         # Filter again on our side too: a selector is a request, the labels are the truth.
         return [i for i in items if labels.items() <= (i.get("metadata", {}).get("labels") or {}).items()]
 
-    async def apply(self, manifest: JSON) -> JSON:
-        """Server-side apply as the `specserve` field manager, taking over conflicting fields (idempotent)."""
+    async def apply(self, manifest: JSON, field_manager: str = FIELD_MANAGER) -> JSON:
+        """Server-side apply as `field_manager` (the `specserve` manager unless a handover needs another), taking
+        over conflicting fields (idempotent)."""
         kind = kind_of(manifest)
         meta = manifest["metadata"]
         path = kind.object_path(meta["namespace"], meta["name"])
-        query = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        query = {"fieldManager": field_manager, "force": "true"}
         status, data = await self._call(
             "PATCH", path, query=query, body=manifest, content_type="application/apply-patch+yaml"
         )

@@ -1,6 +1,8 @@
 """The reconcile's I/O (thin): read what this SpecServe owns, apply what changed, prune what went away.
 
-Nothing here decides what is safe; the planner (rollout.py) does. Failures are collected, never raised.
+Nothing here decides what is safe; the planner (rollout.py) does. Failures are gathered per object, never raised
+and never a reason to skip an unrelated object (as controller-runtime reconcilers gather theirs): one refused
+Deployment must not keep the HTTPRoute from moving traffic off a pool that cannot serve.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specserve.kube.client import KubeError
+from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
-from specserve.kube.kinds import OWNED_KINDS, PODMONITOR, Kind, kind_of
+from specserve.kube.kinds import DEPLOYMENT, OWNED_KINDS, PODMONITOR, Kind, kind_of
 from specserve.reconcile.intent import ref
 from specserve.render.manifests import LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
+# Holds spec.replicas while the `specserve` manager lets go of it (Kubernetes "Server-Side Apply: Transferring
+# ownership"): the field is never left without a manager, so the server never resets it to its default.
+HANDOVER_MANAGER = "specserve-handover"
 # Kinds whose API may be absent (a 404 on apply means "not installed", and only their own condition says so).
 OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
 
@@ -25,9 +30,11 @@ OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
 class Kube(Protocol):
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None: ...
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
-    async def apply(self, manifest: JSON) -> JSON: ...
+    async def apply(self, manifest: JSON, field_manager: str = ...) -> JSON: ...
     async def delete(self, kind: Kind, namespace: str, name: str) -> None: ...
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None: ...
+    async def apply_status(
+        self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
+    ) -> JSON: ...
 
 
 @dataclass
@@ -43,9 +50,23 @@ class Snapshot:
 class Applied:
     live: dict[str, JSON] = field(default_factory=dict)  # the objects as the server returned them
     applied: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)  # failed applies of required objects
+    failed: dict[str, str] = field(default_factory=dict)  # ref -> the server's message, for required objects
+    held: list[str] = field(default_factory=list)  # not sent: an object they need was refused this pass
     optional: dict[str, str] = field(default_factory=dict)  # ref -> problem, for optional kinds
     not_installed: set[str] = field(default_factory=set)  # refs of optional kinds whose API is absent
+
+    @property
+    def failures(self) -> list[str]:
+        """The failed applies, worded for users: the object and the server's message."""
+        return [f"{key}: {message}" for key, message in self.failed.items()]
+
+    def merge(self, other: Applied) -> None:
+        self.live.update(other.live)
+        self.applied += other.applied
+        self.failed.update(other.failed)
+        self.held += other.held
+        self.optional.update(other.optional)
+        self.not_installed |= other.not_installed
 
 
 def owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
@@ -86,11 +107,43 @@ async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, d
     return snap
 
 
+def owns_replicas(live: Mapping[str, Any], manager: str = FIELD_MANAGER) -> bool:
+    """Does `manager`'s Apply entry own the Deployment's spec.replicas? Without managedFields (a server or a proxy
+    that strips them), assume it does: a handover too many is harmless, a missing one resets the count."""
+    entries = (live.get("metadata") or {}).get("managedFields")
+    if entries is None:
+        return True
+    return any(
+        e.get("manager") == manager
+        and e.get("operation") == "Apply"
+        and not e.get("subresource")
+        and "f:replicas" in ((e.get("fieldsV1") or {}).get("f:spec") or {})
+        for e in entries
+    )
+
+
+def handover(manifest: Mapping[str, Any], live: Mapping[str, Any] | None) -> JSON | None:
+    """The apply that hands spec.replicas over before `manifest` stops carrying it: the live count, under the
+    handover manager. None when there is nothing to hand over."""
+    if manifest["kind"] != DEPLOYMENT.kind or live is None or "replicas" in (manifest.get("spec") or {}):
+        return None
+    count = (live.get("spec") or {}).get("replicas")
+    if count is None or not owns_replicas(live):
+        return None
+    meta = manifest["metadata"]
+    return {
+        "apiVersion": manifest["apiVersion"],
+        "kind": manifest["kind"],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": {"replicas": count},
+    }
+
+
 async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[str, JSON]) -> Applied:
     """Apply (server-side, the whole intent) each manifest whose intent changed or whose fields drifted.
 
-    The first failed required apply stops the pass: what follows it in apply order (config, pools, Services, the
-    route) may depend on it, and a half-applied change is not carried further."""
+    Every object is tried, whatever failed before it; only a Deployment waits when a ConfigMap was refused in the
+    same pass (its pods may mount the config: rolling them onto a missing one would take the pool down)."""
     out = Applied()
     for manifest in manifests:
         key = ref(manifest)
@@ -99,9 +152,17 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
             if live is not None:
                 out.live[key] = dict(live)
             continue
+        if manifest["kind"] == DEPLOYMENT.kind and any(k.startswith("ConfigMap/") for k in out.failed):
+            out.held.append(key)
+            if live is not None:
+                out.live[key] = dict(live)
+            continue
         changed = live is None or applied_hash(live) != intent_hash(manifest)
         log.debug("applying %s: %s", key, "missing" if live is None else "intent changed" if changed else "drift")
         try:
+            if (transfer := handover(manifest, live)) is not None:
+                # First a second owner for the live count, then the intent without it: the count never drops.
+                await kube.apply(transfer, field_manager=HANDOVER_MANAGER)
             out.live[key] = await kube.apply(with_applied_hash(manifest))
             out.applied.append(key)
         except KubeError as exc:
@@ -110,10 +171,9 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
                 if exc.status == 404:
                     out.not_installed.add(key)
                 continue
-            out.failures.append(f"{key}: {exc}")
+            out.failed[key] = str(exc)
             if live is not None:
                 out.live[key] = dict(live)
-            break
     return out
 
 

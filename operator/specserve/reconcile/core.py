@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from specserve.api.install_policy import InstallPolicy, check_install_policy
-from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy, Weights
+from specserve.api.models import ConditionStatus, Mode, RolloutState, SpecServe, SpecServeStatus, Strategy, Weights
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
@@ -28,24 +28,25 @@ from specserve.reconcile.intent import (
     with_route_weights,
     with_template_hash,
 )
-from specserve.reconcile.rollout import Plan, World, announced_in, plan
+from specserve.reconcile.rollout import Plan, Step, World, plan
 from specserve.reconcile.target import Target, rendered_spec, target
+from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
     BASELINE_POOL_READY,
     POD_MONITOR_READY,
-    PROGRESSING,
+    RECONCILE_MANAGER,
     SPECULATIVE_POOL_READY,
     Observation,
     Part,
     PoolHealth,
     RouteHealth,
     invalid_status,
-    merge_patch,
     observed_status,
+    reconcile_fields,
+    reconcile_fields_differ,
     same_status,
-    status_body,
 )
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,8 @@ NO_HOST_PATHS = InstallPolicy()  # the default installation: no hostPath volumes
 
 @dataclass(frozen=True)
 class StatusWrite:
-    """A status this operator wrote, and the one it replaced: lets the next reconcile read its own write even
-    when the object it is handed predates it (watch events and timers can lag behind our own patches)."""
+    """A status the switching loop wrote (its merge-patch base). The reconcile no longer keeps one: it applies
+    its own fields with its own field manager. Kept only until switching/evaluate.py does the same."""
 
     before: SpecServeStatus
     after: SpecServeStatus
@@ -71,7 +72,7 @@ class Outcome:
     invalid: str | None = None  # the message, when the spec was rejected
     newly_invalid: bool = False  # the rejection is new (emit one event, not one per resync)
     status: SpecServeStatus | None = None  # the status after this reconcile
-    write: StatusWrite | None = None  # set when this reconcile wrote the status
+    stored: JSON | None = None  # the SpecServe as the server stored it, when this reconcile wrote its status
     warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): Warning events to post, each once
     held: tuple[str, ...] = ()  # Deployments whose change waits for a later step
 
@@ -88,51 +89,43 @@ def previous_status(body: Mapping[str, Any]) -> SpecServeStatus:
         return SpecServeStatus()  # unreadable (hand-edited) status: rebuild it from observation
 
 
-def current_status(body: Mapping[str, Any], last_write: StatusWrite | None) -> SpecServeStatus:
-    return _current(body, last_write)[0]
-
-
-def _current(body: Mapping[str, Any], last_write: StatusWrite | None) -> tuple[SpecServeStatus, JSON]:
-    """The status to start from, and the status body the server holds (the base of the merge patch)."""
+def current_status(body: Mapping[str, Any], last_write: StatusWrite | None = None) -> SpecServeStatus:
+    """The status to start from (the switching loop's view: its own last write when the body predates it)."""
     seen = previous_status(body)
     if last_write is not None and same_status(seen, last_write.before):
-        return last_write.after, status_body(last_write.after)  # our last write has not come back yet
-    raw = body.get("status")
-    return seen, dict(raw) if isinstance(raw, dict) else {}
+        return last_write.after
+    return seen
 
 
-async def _write_status(
-    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, server: JSON, new: SpecServeStatus
-) -> StatusWrite | None:
-    if same_status(old, new):
-        return None
-    patch = merge_patch(server, status_body(new))
-    if not patch:
+async def _write_status(kube: Kube, body: Mapping[str, Any], new: SpecServeStatus) -> JSON | None:
+    """Server-side apply of the reconcile's own status fields, only when they differ from the live ones; the
+    object as the server stored it (None: nothing written)."""
+    if not reconcile_fields_differ(body.get("status"), new):
         return None
     meta = body["metadata"]
     try:
-        await kube.patch_status(SPECSERVE, meta["namespace"], meta["name"], patch)
+        return await kube.apply_status(
+            SPECSERVE, meta["namespace"], meta["name"], reconcile_fields(new), field_manager=RECONCILE_MANAGER
+        )
     except KubeError as exc:  # the next reconcile writes it again
         log.warning("status of %s/%s not written: %s", meta["namespace"], meta["name"], exc)
         return None
-    return StatusWrite(before=old, after=new)
 
 
 async def reconcile(
     kube: Kube,
     body: Mapping[str, Any],
-    last_write: StatusWrite | None = None,
     now: Callable[[], str] = _now,
     install: InstallPolicy = NO_HOST_PATHS,
 ) -> Outcome:
-    old, server = _current(body, last_write)
+    old = previous_status(body)
     try:
         obj = parse_object(body)
         # What the installation allows (host paths) is refused like any invalid spec: nothing applied.
         if errors := check_install_policy(obj.spec, install):
             raise InvalidSpecServe(errors)
     except InvalidSpecServe as exc:
-        return await _reject(kube, body, old, server, exc, now)
+        return await _reject(kube, body, old, exc, now)
     tgt = target(obj, old)
     shown = rendered_spec(obj, old)
     the_pools = pools(shown, tgt.mode)
@@ -142,33 +135,75 @@ async def reconcile(
     if snap.read_errors:
         seen = _blind(obj, tgt, snap)
         new = observed_status(old, seen, now())
-        write = await _write_status(kube, body, old, server, new)
-        return Outcome(status_written=write is not None, status=new, write=write)
+        stored = await _write_status(kube, body, new)
+        return Outcome(status_written=stored is not None, status=new, stored=stored)
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
-    the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old))
+    world = _world(obj, tgt, the_pools, desired, snap, old)
+    the_plan = _await_gateway(
+        plan(world), world, snap.owned.get(route_key), old, obj.spec.routing.settle_seconds, now()
+    )
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
-    to_apply = [
-        with_route_weights(m, the_plan.route_weights) if ref(m) == route_key else m
-        for m in desired
-        if ref(m) not in skip
-    ]
-    applied = await apply_changed(kube, to_apply, snap.owned)
-    pruned, prune_failures = ([], []) if applied.failures else await _prune(kube, obj, desired, snap, the_plan)
+    serving = frozenset(n for n, p in world.live.items() if p.serving and n not in world.excluded)
+    applied = await _apply_traffic_first(
+        kube, [m for m in desired if ref(m) not in skip], snap.owned, route_key, the_plan, serving
+    )
+    pruned, prune_failures = ([], []) if applied.failed else await _prune(kube, obj, desired, snap, the_plan)
 
     live = {**snap.owned, **applied.live}
     seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
     new = observed_status(old, seen, now())
-    write = await _write_status(kube, body, old, server, new)
+    moved = route_backends(snap.owned.get(route_key)) != route_backends(live.get(route_key))
+    state = _rollout_state(old, world, the_plan, now() if moved else None, _refused(old, desired, applied))
+    new = new.model_copy(update={"rollout": state})
+    stored = await _write_status(kube, body, new)
     return Outcome(
         applied=tuple(applied.applied),
         pruned=tuple(pruned),
-        status_written=write is not None,
+        status_written=stored is not None,
         status=new,
-        write=write,
-        warnings=_warnings(old, the_plan),
-        held=tuple(sorted(the_plan.held)),
+        stored=stored,
+        warnings=_warnings(old, the_plan, applied),
+        held=tuple(sorted(the_plan.held | {k.partition("/")[2] for k in applied.held})),
     )
+
+
+def _services(live: Mapping[str, JSON]) -> frozenset[str]:
+    return frozenset(k.partition("/")[2] for k in live if k.startswith("Service/"))
+
+
+async def _apply_traffic_first(
+    kube: Kube, manifests: list[JSON], owned: Mapping[str, JSON], route_key: str, the_plan: Plan,
+    serving: frozenset[str],
+) -> Applied:  # fmt: skip
+    """Apply everything, the HTTPRoute with the planner's weights restricted to backends whose Service exists.
+
+    The route goes first when it moves traffic off a pool with no Ready replica (a failover must not wait for, or
+    fail with, any other object), else last (a new pool's Service exists before the route names it). Every object
+    is tried whatever failed before it."""
+    route = next((m for m in manifests if ref(m) == route_key), None)
+    rest = [m for m in manifests if ref(m) != route_key]
+    if route is None:
+        return await apply_changed(kube, rest, owned)
+    weights = the_plan.route_weights
+
+    def routable(live: Mapping[str, JSON]) -> tuple[tuple[str, int], ...]:
+        services = _services(live)
+        return keep_serving(servable(weights, services), serving & services)
+
+    out = Applied()
+    if moves_off_dead(route_backends(owned.get(route_key)), weights, serving):
+        out = await apply_changed(kube, [with_route_weights(route, routable(owned))], owned)
+    out.merge(await apply_changed(kube, rest, owned))
+    if route_key in out.failed:
+        return out
+    # Last (or again, when a Service applied this pass lets a backend take its share; unchanged: no write).
+    # A backend whose Service change was refused keeps addressing the Service as it is.
+    refused = frozenset(k.partition("/")[2] for k in out.failed if k.startswith("Service/"))
+    route = with_live_backends(route, owned.get(route_key), refused)
+    seen = {**owned, **out.live}
+    out.merge(await apply_changed(kube, [with_route_weights(route, routable(seen))], seen))
+    return out
 
 
 def _world(
@@ -182,7 +217,6 @@ def _world(
         if key.startswith(f"{DEPLOYMENT.kind}/")
     }
     by_role = {PoolRole.SPECULATIVE: tgt.weights.speculative, PoolRole.BASELINE: tgt.weights.baseline}
-    progressing = next((c for c in old.conditions if c.type == PROGRESSING), None)
     return World(
         desired=tuple(
             desired_pool(d)
@@ -193,10 +227,71 @@ def _world(
         route=obj.spec.routing.gateway is not None,
         live_route=route_backends(snap.owned.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")),
         target_weights={p.name: by_role.get(p.role, 100) for p in the_pools},
-        announced=announced_in(progressing.reason, progressing.message) if progressing else frozenset(),
+        announced=frozenset(old.rollout.announced) if old.rollout is not None else frozenset(),
         # A pool with any object of its name owned by someone else (its Service, say) gets no traffic.
         excluded=frozenset(c.partition("/")[2] for c in snap.conflicts) & frozenset(deployments),
     )
+
+
+def _time(text: str | None) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if text else None
+    except ValueError:
+        return None
+
+
+def _await_gateway(
+    the_plan: Plan, world: World, route: JSON | None, old: SpecServeStatus, settle: float, now: str
+) -> Plan:
+    """Hold the rolls of serving pools and the prunes of serving pools until the Gateway has taken the last
+    weight change (the drained pool may still get requests until it has)."""
+    moved = _time(old.rollout.weights_changed if old.rollout is not None else None)
+    why = gateway_pending(route, moved, _time(now) or datetime.now(UTC), settle)
+    if why is None:
+        return the_plan
+    rolling = {
+        p.name
+        for p in world.desired
+        if p.name not in the_plan.held
+        and (live := world.live.get(p.name)) is not None
+        and live.serving
+        and not live.template_current
+    }
+    serving_pruned = {n for n in the_plan.prune_pools if world.live[n].serving}
+    if not rolling and not serving_pruned:
+        return the_plan
+    return replace(
+        the_plan,
+        held=the_plan.held | rolling,
+        prune_pools=tuple(n for n in the_plan.prune_pools if n not in serving_pruned),
+        steps=(*the_plan.steps, Step("WaitingForGateway", why)),
+        settled=False,
+    )
+
+
+def _refused(old: SpecServeStatus, desired: list[JSON], applied: Applied) -> list[str]:
+    """Objects refused and not applied since: those refused now, and those refused before and not tried again
+    (held) that are still wanted."""
+    wanted = {ref(m) for m in desired}
+    before = set(old.rollout.refused) if old.rollout is not None else set()
+    kept = {k for k in before if k in wanted and k not in applied.applied}
+    return sorted(kept | set(applied.failed))
+
+
+def _rollout_state(
+    old: SpecServeStatus, world: World, the_plan: Plan, moved_at: str | None, refused: list[str]
+) -> RolloutState | None:
+    """Announcements stay until their pool's template is current (a refused roll is not announced twice); the
+    time of the last weight change moves when this pass changed the route's weights (`moved_at`)."""
+    pending = {
+        p.announcement for p in world.desired if (lp := world.live.get(p.name)) is not None and not lp.template_current
+    }
+    announced = (world.announced & pending) | ({the_plan.announcement} if the_plan.announcement else set())
+    previous = old.rollout or RolloutState()
+    state = RolloutState(
+        announced=sorted(announced), weights_changed=moved_at or previous.weights_changed, refused=refused
+    )
+    return None if state == RolloutState() else state
 
 
 def _known_absent(obj: SpecServe, old: SpecServeStatus) -> set[str]:
@@ -349,29 +444,32 @@ def _blind(obj: SpecServe, tgt: Target, snap: Snapshot) -> Observation:
     )
 
 
-def _warnings(old: SpecServeStatus, the_plan: Plan) -> tuple[tuple[str, str], ...]:
-    """The downtime announcement, once: the pass that first makes it (the next one acts)."""
-    if the_plan.downtime is None:
-        return ()
-    previous = next((c for c in old.conditions if c.type == PROGRESSING), None)
-    if previous is not None and previous.message.endswith(the_plan.downtime):
-        return ()
-    return (("DowntimeAhead", the_plan.downtime),)
+def _warnings(old: SpecServeStatus, the_plan: Plan, applied: Applied) -> tuple[tuple[str, str], ...]:
+    """Warning events, each once: the downtime announcement (the pass that first makes it; the next one acts),
+    and each object whose apply newly failed (one that already failed on the previous pass is not repeated)."""
+    out: list[tuple[str, str]] = []
+    announced = old.rollout.announced if old.rollout is not None else []
+    if the_plan.downtime is not None and the_plan.announcement not in announced:
+        out.append(("DowntimeAhead", the_plan.downtime))
+    refused_before = set(old.rollout.refused) if old.rollout is not None else set()
+    out += [
+        ("ApplyFailed", f"{key}: {message}") for key, message in applied.failed.items() if key not in refused_before
+    ]
+    return tuple(out)
 
 
 async def _reject(
-    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, server: JSON, exc: InvalidSpecServe,
+    kube: Kube, body: Mapping[str, Any], old: SpecServeStatus, exc: InvalidSpecServe,
     now: Callable[[], str],
 ) -> Outcome:  # fmt: skip
     meta = body.get("metadata") or {}
     message = f"not applied, running pods are left as they are: {exc}"
     running = await _running_pools(kube, meta)
     new = invalid_status(old, meta.get("generation"), message, now(), running)
-    write = await _write_status(kube, body, old, server, new)
-    written = write is not None
-    newly = written and not any(c.type == "Degraded" and c.reason == "InvalidSpec" and c.message == message
-                                for c in old.conditions)  # fmt: skip
-    return Outcome(status_written=written, invalid=str(exc), newly_invalid=newly, status=new, write=write)
+    stored = await _write_status(kube, body, new)
+    newly = stored is not None and not any(c.type == "Degraded" and c.reason == "InvalidSpec" and c.message == message
+                                           for c in old.conditions)  # fmt: skip
+    return Outcome(status_written=stored is not None, invalid=str(exc), newly_invalid=newly, status=new, stored=stored)
 
 
 async def _running_pools(kube: Kube, meta: Mapping[str, Any]) -> dict[str, PoolHealth] | None:

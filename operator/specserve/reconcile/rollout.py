@@ -92,6 +92,7 @@ class Plan:
     prune_pools: tuple[str, ...] = ()  # stale pools to delete (with their Services and budgets)
     steps: tuple[Step, ...] = ()  # what runs, for the Progressing condition
     downtime: str | None = None  # to announce as a Warning event before acting
+    announcement: str | None = None  # the key of that announcement (DesiredPool.announcement), for World.announced
     settled: bool = False  # nothing pending: the generation is fully rolled out
 
     @property
@@ -105,6 +106,7 @@ class _Draft:
     draining: set[str] = field(default_factory=set)
     steps: list[Step] = field(default_factory=list)
     downtime: str | None = None
+    announcement: str | None = None
 
     def step(self, reason: str, message: str) -> None:
         self.steps.append(Step(reason, message))
@@ -143,6 +145,7 @@ def plan(world: World) -> Plan:
         prune_pools=tuple(prune),
         steps=tuple(draft.steps),
         downtime=draft.downtime,
+        announcement=draft.announcement,
         settled=settled,
     )
 
@@ -199,6 +202,7 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
         draft.step("RollingPool", f"restarting {pool.name}: the model is off the air until it has reloaded")
         return
     draft.held.add(pool.name)
+    draft.announcement = pool.announcement
     draft.downtime = (
         f"{pool.name} has 1 replica, no maxSurge and no other Ready pool: applying the change restarts its only "
         f"pod and the model is off the air until it has reloaded; acting on the next reconcile "
@@ -208,10 +212,14 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
 
 
 def _new_side_ready(world: World) -> bool:
-    """Can the rendered pools take the traffic of the pools being replaced?"""
-    wanted = [p for p in world.desired if (world.live.get(p.name) is None or world.live[p.name].want(p) > 0)]
+    """Can the rendered pools take the traffic of the pools being replaced? A pool that must get no traffic (its
+    Deployment or Service is someone else's) never can."""
+    wanted = [
+        p for p in world.desired
+        if p.name not in world.excluded and (world.live.get(p.name) is None or world.live[p.name].want(p) > 0)
+    ]  # fmt: skip
     if not wanted:
-        return True  # everything is scaled to zero by spec: nothing to wait for
+        return not world.excluded  # everything is scaled to zero by spec: nothing to wait for
     return any(
         (live := world.live.get(p.name)) is not None and live.template_current and live.settled(p) and live.serving
         for p in wanted
