@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from specserve.api.curves import Curve, CurveError
+from specserve.bench.calibrate import Measured
 from specserve.bench.stats import LevelStats
 
-FORMAT = "specserve-bench/v1"
-CSV_FIELDS = [f.name for f in fields(LevelStats)]
+# v2 added each level's repeats (samples, ci_low, ci_high); v1 files (one window per level) still load.
+FORMAT = "specserve-bench/v2"
+CSV_FIELDS = [f.name for f in fields(LevelStats) if f.name != "samples"] + ["repeats"]
 
 
 class BenchFileError(ValueError):
@@ -52,6 +54,13 @@ class BenchResult:
             [(lv.concurrency, lv.output_tokens_per_s) for lv in self.levels if lv.requests > 0], self.label
         )
 
+    def measured(self, default_noise: float) -> Measured:
+        """The curve with each level's noise: its CI when the level was repeated, else `default_noise`."""
+        return Measured.from_levels(
+            [(lv.concurrency, lv.output_tokens_per_s, lv.ci_half_width) for lv in self.levels if lv.requests > 0],
+            default_noise,
+        )
+
 
 def write_json(result: BenchResult, path: Path) -> None:
     path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -62,7 +71,9 @@ def write_csv(result: BenchResult, path: Path) -> None:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for level in result.levels:
-            writer.writerow(asdict(level))
+            row = asdict(level)
+            row.pop("samples")
+            writer.writerow({**row, "repeats": level.repeats})
 
 
 def _level(raw: Any, where: str) -> LevelStats:
@@ -78,8 +89,12 @@ def _level(raw: Any, where: str) -> LevelStats:
     values.update(concurrency=concurrency, output_tokens_per_s=tok_s)
     for name, default in (("requests", 1), ("errors", 0), ("requests_per_s", 0.0), ("window_s", 0.0)):
         values.setdefault(name, default)
-    for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "accept_length"):
+    for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "accept_length", "ci_low", "ci_high"):
         values.setdefault(name, None)
+    samples = raw.get("samples", [])
+    if not isinstance(samples, list) or not all(isinstance(v, int | float) for v in samples):
+        raise BenchFileError(f"{where}: 'samples' must be a list of tok/s numbers")
+    values["samples"] = tuple(float(v) for v in samples)
     return LevelStats(**values)
 
 
