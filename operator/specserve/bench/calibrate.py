@@ -252,7 +252,9 @@ def _speculation_wins(
     where = (
         f"at every measured concurrency ({xs[0]:g} to {xs[-1]:g})"
         if len(spec_at) == len(calls)
-        else f"from concurrency {xs[spec_at[0]]:g} up to the highest measured ({xs[-1]:g}) where the data decide"
+        else "beyond the noise at concurrency "
+        + ", ".join(f"{xs[i]:g}" for i in spec_at)
+        + f", and the baseline nowhere above them (measured up to {xs[-1]:g})"
     )
     notes.append(
         f"Speculation wins {where}: no crossover. Recommendation: serve speculative; "

@@ -71,6 +71,7 @@ class LevelRun:
     t0: float | None = None
     t1: float | None = None
     bounds: list[float] = field(default_factory=list)  # t0, then the end of each measurement window
+    samples: list[float] = field(default_factory=list)  # each closed window's tok/s (wall clock), for the stop
     problem: str | None = None
     last_error: str | None = None
 
@@ -128,7 +129,8 @@ async def run_level(
                 if measured > 0 and measured % requests == 0:
                     run.bounds.append(rec.end)
                     run.t1 = rec.end
-                    if plan.enough(window_rates(run.records, run.bounds, 1.0)):
+                    run.samples.append(_last_window_rate(run))
+                    if plan.enough(run.samples):
                         done.set()
             else:
                 run.errors += 1
@@ -157,6 +159,14 @@ async def run_level(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     return run
+
+
+def _last_window_rate(run: LevelRun) -> float:
+    """Tok/s of the window that just closed, over the requests alive in it only: this runs in the event loop
+    while C streams are in flight, so it must not rescan the whole level."""
+    t0, t1 = run.bounds[-2], run.bounds[-1]
+    alive = [r for r in run.records if r.start < t1 and (r.end is None or r.end > t0)]
+    return window_rates(alive, (t0, t1))[0]
 
 
 async def run_sweep(

@@ -142,7 +142,7 @@ def _plot_only(args: argparse.Namespace) -> int:
 
 def _table(result: BenchResult) -> Table:
     table = Table(title=f"{result.label}: {result.model} at {result.url}")
-    for col in ("conc.", "tok/s", "95% CI", "n", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "errors",
+    for col in ("conc.", "tok/s +-95% CI", "n", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "errors",
                 "accept"):  # fmt: skip
         table.add_column(col, justify="right")
 
@@ -152,8 +152,7 @@ def _table(result: BenchResult) -> Table:
     for lv in result.levels:
         table.add_row(
             str(lv.concurrency),
-            f"{lv.output_tokens_per_s:.1f}",
-            "-" if lv.ci_half_width is None else f"+-{lv.ci_half_width:.1f}",
+            f"{lv.output_tokens_per_s:.1f}" + ("" if lv.ci_half_width is None else f" +-{lv.ci_half_width:.1f}"),
             str(lv.repeats),
             f"{lv.requests_per_s:.2f}",
             ms(lv.ttft_p50_s),
