@@ -250,7 +250,18 @@ def test_a_crossover_needs_the_baseline_beyond_the_noise_at_the_top() -> None:
     kept = calibrate(_measured(spec, 0.05), _measured(base, 0.05), current_crossover=20.0)
     assert kept.crossover == 20.0 and any("kept" in n for n in kept.notes)
     moved = calibrate(_measured(spec, 0.05), _measured(base, 0.05), current_crossover=150.0)
-    assert moved.crossover == cal.crossover
+    assert moved.crossover == cal.crossover  # the baseline wins beyond the noise at 100: 150 is contradicted
+
+
+def test_a_current_crossover_above_what_was_measured_stays() -> None:
+    spec = [(1, 200.0), (8, 1400.0), (64, 5900.0)]
+    base = [(1, 100.0), (8, 900.0), (64, 5000.0)]
+    assert calibrate(_measured(spec, 0.05), _measured(base, 0.05)).verdict is Verdict.SPECULATIVE_ONLY
+    kept = calibrate(_measured(spec, 0.05), _measured(base, 0.05), current_crossover=100.0)
+    assert kept.verdict is Verdict.CROSSOVER and kept.crossover == 100.0 and kept.confidence == "low"
+    assert kept.adaptive_config == {"1": [3], "104": [0]}
+    # below speculation's last win, the data contradict it
+    assert calibrate(_measured(spec, 0.05), _measured(base, 0.05), current_crossover=40.0).crossover is None
 
 
 def test_a_baseline_lead_within_the_noise_at_high_load_is_a_low_confidence_crossover() -> None:
@@ -326,9 +337,9 @@ def test_replay_of_the_first_real_engine_run_puts_no_crossover_at_1_27(
     # what the operator reads: the written curves give its policy no crossover either
     written = ModeCurves(Curve.from_points(cal.speculative), Curve.from_points(cal.baseline))
     assert policy_crossover(written) is None
-    # end to end, --write sets no crossover and keeps speculation on
+    # end to end, over a spec that holds the old answer: --write removes the 1.27 and keeps speculation on
     yaml_path = tmp_path / "specserve.yaml"
-    yaml_path.write_text(SPEC_YAML)
+    yaml_path.write_text(SPEC_YAML + "    crossoverConcurrency: 1.27\n")
     assert main(["calibrate", spec_file, base_file, "--write", str(yaml_path)]) == 0
     assert "speculative-only" in capsys.readouterr().out
     sw = parse_object(spec_doc_from_text(yaml_path.read_text(), "x")).spec.switching

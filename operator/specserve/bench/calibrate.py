@@ -13,7 +13,7 @@ noise (the 95 % confidence intervals of the two modes, combined); otherwise the 
   It lies between the last such speculative level and the first such baseline level; the point is the crossing
   of the fitted curves there, exact on clean curves (piecewise linear, see api/curves.py). A baseline win
   below a speculative one is an outlier, reported, not a crossover. A crossover the spec already has is kept
-  when it lies in that range (the new data do not contradict it; re-measuring rolls nothing).
+  unless the data contradict it (see _keep_current): re-measuring within the noise rolls nothing.
 - when the data cannot decide (no level beyond the noise) the verdict says so and `--write` changes nothing.
   Conservative means: keep what the spec has; with nothing there, serve baseline: the mode whose high-load
   throughput is known not to collapse (speculation's can: the seed data lost 56 % at high load), without a
@@ -263,6 +263,24 @@ def _speculation_wins(
     return Verdict.SPECULATIVE_ONLY, None, None, "high" if p == len(calls) - 1 else "low"
 
 
+def _keep_current(current: float, fitted: float | None, calls: list[LevelCall]) -> str | None:
+    """Why the spec's current crossover stays (None: the data contradict it, or it is what they give). The data
+    contradict a crossover c where speculation wins beyond the noise above c, or the baseline wins beyond it
+    below c (except outliers: baseline wins below speculation's last win)."""
+    if fitted is not None and math.isclose(current, fitted, rel_tol=1e-9):
+        return None
+    spec_x = [c.concurrency for c in calls if c.winner is Winner.SPECULATIVE]
+    last_spec = spec_x[-1] if spec_x else -math.inf
+    base_x = [c.concurrency for c in calls if c.winner is Winner.BASELINE and c.concurrency > last_spec]
+    if any(x > current for x in spec_x) or any(x < current for x in base_x) or current <= calls[0].concurrency:
+        return None
+    found = f"the fitted crossing is {fitted:g}" if fitted is not None else "they give no crossover"
+    return (
+        f"The spec's current crossover {current:g} is kept: the data do not contradict it within the noise "
+        f"({found}; moving it would roll the Adaptive pods for noise)."
+    )
+
+
 def calibrate(
     spec: Curve | Measured,
     base: Curve | Measured,
@@ -302,17 +320,12 @@ def calibrate(
     else:
         verdict, crossover, span, confidence = _speculation_wins(fs, fb, calls, notes)
         initial = "Speculative"
-        if (
-            crossover is not None
-            and span is not None
-            and current_crossover is not None
-            and span[0] <= current_crossover <= span[1]
-            and current_crossover != crossover
-        ):
-            notes.append(
-                f"The spec's current crossover {current_crossover:g} lies in that range: kept (the fitted "
-                f"crossing is {crossover:g}; the data do not tell them apart)."
-            )
+    if current_crossover is not None and verdict is not Verdict.UNDECIDED:
+        kept = _keep_current(current_crossover, crossover, calls)
+        if kept is not None:
+            notes.append(kept)
+            if verdict is not Verdict.CROSSOVER:
+                verdict, initial, confidence = Verdict.CROSSOVER, "Speculative", "low"
             crossover = current_crossover
     written_s, written_b, dropped = _written(fs, fb, calls, crossover, verdict)
     if dropped:
