@@ -349,3 +349,28 @@ def test_replay_of_the_first_real_engine_run_puts_no_crossover_at_1_27(
 
 def obj_adaptive(path: Path) -> dict[str, list[int]] | None:
     return parse_object(spec_doc_from_text(path.read_text(), "x")).spec.speculative.adaptive_config
+
+
+def test_several_sweeps_of_a_mode_give_a_run_to_run_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Several sweeps per mode: each level's noise is the t interval across the runs, not --noise."""
+    xs = (1, 10, 100)
+    runs = {
+        "s": [[(x, r * x * f) for x in xs] for r, f in ((100.0, 1.04), (100.0, 1.03), (100.0, 1.035))],
+        "b": [[(x, r * x * f) for x in xs] for r, f in ((100.0, 1.0), (100.0, 1.005), (100.0, 0.998))],
+    }
+    files = {m: [_bench(tmp_path / f"{m}{i}.json", pts, m) for i, pts in enumerate(rs)] for m, rs in runs.items()}
+    # one sweep each: a 3-4% lead is within the default 5% noise
+    assert main(["calibrate", files["s"][0], files["b"][0], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "undecided"
+    # three sweeps each, agreeing within 1%: the lead is beyond the noise
+    more = [a for m, flag in (("s", "--more-speculative"), ("b", "--more-baseline")) for f in files[m][1:]
+            for a in (flag, f)]  # fmt: skip
+    assert main(["calibrate", files["s"][0], files["b"][0], *more, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] == "speculative-only" and report["levels"][0]["speculative"] == pytest.approx(103.5)
+    # two runs are not enough for that: Student's t with one degree of freedom is 12.7
+    assert main(["calibrate", files["s"][0], files["b"][0], "--more-speculative", files["s"][1],
+                 "--more-baseline", files["b"][1], "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["verdict"] == "undecided"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from specserve.api.curves import Curve, CurveError
 from specserve.bench.calibrate import Measured
-from specserve.bench.stats import LevelStats
+from specserve.bench.stats import LevelStats, mean_ci
 
 # v2 added each level's repeats (samples, ci_low, ci_high); v1 files (one window per level) still load.
 FORMAT = "specserve-bench/v2"
@@ -56,10 +57,26 @@ class BenchResult:
 
     def measured(self, default_noise: float) -> Measured:
         """The curve with each level's noise: its CI when the level was repeated, else `default_noise`."""
-        return Measured.from_levels(
-            [(lv.concurrency, lv.output_tokens_per_s, lv.ci_half_width) for lv in self.levels if lv.requests > 0],
-            default_noise,
-        )
+        return measured_runs([self], default_noise)
+
+
+def measured_runs(runs: Sequence[BenchResult], default_noise: float) -> Measured:
+    """One mode's curve from one or more sweeps of it. A level swept in two or more runs: the mean of the runs'
+    tok/s, with the t interval across runs (run-to-run noise: restarts, other days, which windows of one run do
+    not see); in one run: that run's own interval, or `default_noise` if it was measured once."""
+    by_level: dict[int, list[LevelStats]] = {}
+    for run in runs:
+        for lv in run.levels:
+            if lv.requests > 0:
+                by_level.setdefault(lv.concurrency, []).append(lv)
+    levels: list[tuple[float, float, float | None]] = []
+    for concurrency, found in sorted(by_level.items()):
+        ci = mean_ci([lv.output_tokens_per_s for lv in found])
+        if ci is None:
+            levels.append((concurrency, found[0].output_tokens_per_s, found[0].ci_half_width))
+        else:
+            levels.append((concurrency, ci[0], (ci[2] - ci[1]) / 2))
+    return Measured.from_levels(levels, default_noise)
 
 
 def write_json(result: BenchResult, path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from specserve.api.curves import CurveError, curve_problem
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.bench.calibrate import DEFAULT_NOISE, Calibration, Verdict, calibrate, switching_fields
-from specserve.bench.results import BenchFileError, load_result
+from specserve.bench.results import BenchFileError, load_result, measured_runs
 from specserve.bench.specyaml import SpecFileError, read_spec_doc, spec_doc_from_text, update_spec_text
 from specserve.render.adaptive import sglang_config
 
@@ -22,6 +22,16 @@ PROG = "specserve calibrate"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("speculative", metavar="SPEC.json", help="bench result of the speculative server")
     parser.add_argument("baseline", metavar="BASE.json", help="bench result of the baseline server")
+    parser.add_argument(
+        "--more-speculative",
+        action="append",
+        default=[],
+        metavar="SPEC2.json",
+        help="another sweep of the speculative server (repeatable): levels in several runs get a CI across runs",
+    )
+    parser.add_argument(
+        "--more-baseline", action="append", default=[], metavar="BASE2.json", help="another sweep of the baseline"
+    )
     parser.add_argument(
         "--num-steps", type=int, help="speculative steps below the crossover (default: the YAML's, else 3)"
     )
@@ -125,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec_result = load_result(args.speculative)
         base_result = load_result(args.baseline)
+        spec_runs = [spec_result, *(load_result(path) for path in args.more_speculative)]
+        base_runs = [base_result, *(load_result(path) for path in args.more_baseline)]
         if not 0 <= args.tolerance < 1:
             raise ValueError(f"--tolerance must be in [0, 1), got {args.tolerance:g}")
         for res, path in ((spec_result, args.speculative), (base_result, args.baseline)):
@@ -136,15 +148,16 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--noise must be in [0, 1) (a fraction of a level's tok/s), got {args.noise:g}")
         spec_doc = read_spec_doc(Path(args.write)) if args.write else None
         cal = calibrate(
-            spec_result.measured(args.noise),
-            base_result.measured(args.noise),
+            measured_runs(spec_runs, args.noise),
+            measured_runs(base_runs, args.noise),
             _num_steps(args, spec_doc),
             args.tolerance,
             current_crossover=_current_crossover(spec_doc),
         )
     except (BenchFileError, SpecFileError, CurveError, ValueError) as exc:
         return _fail(str(exc))
-    for res, path in ((spec_result, args.speculative), (base_result, args.baseline)):
+    paths = [args.speculative, *args.more_speculative, args.baseline, *args.more_baseline]
+    for res, path in zip([*spec_runs, *base_runs], paths, strict=True):
         if not res.complete:
             print(f"{PROG}: warning: {path} is a partial sweep ({res.error or 'incomplete'})", file=sys.stderr)
     if args.json:
