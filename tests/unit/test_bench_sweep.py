@@ -5,6 +5,7 @@ scripts/bench_fidelity.py, not here; these tests assert the curve's shape and th
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,15 @@ def test_errors_mid_sweep_keep_partial_results(tmp_path: Path, capsys: pytest.Ca
     assert doc["complete"] is False and "failed requests at concurrency" in doc["error"]
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]  # levels measured before the failure
     assert (tmp_path / "flaky.csv").exists()
+
+
+def test_repeats_without_scipy_fail_before_sending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # what an image without the bench extra looks like
+    assert _bench("http://127.0.0.1:9", tmp_path, "x", "--levels", "1") == 2
+    err = capsys.readouterr().err
+    assert "need scipy" in err and "--repeats 1 --max-repeats 1" in err and "Traceback" not in err
+    # one window per level needs no interval: it goes on to the (unreachable) server
+    assert _bench("http://127.0.0.1:9", tmp_path, "x", "--levels", "1", "--repeats", "1") == 1
+    assert "cannot reach" in capsys.readouterr().err
