@@ -21,7 +21,7 @@ from specserve.bench.calibrate import (
     hysteresis_band,
 )
 from specserve.bench.fit import has_shape, saturating_fit
-from specserve.bench.results import load_result
+from specserve.bench.results import load_result, measured_runs
 from specserve.bench.specyaml import spec_doc_from_text
 from specserve.cli import main
 from specserve.render.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
@@ -370,7 +370,40 @@ def test_several_sweeps_of_a_mode_give_a_run_to_run_interval(
     assert main(["calibrate", files["s"][0], files["b"][0], *more, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] == "speculative-only" and report["levels"][0]["speculative"] == pytest.approx(103.5)
-    # two runs are not enough for that: Student's t with one degree of freedom is 12.7
+    # two runs: the noise is at least what one run gets (--noise), so the lead stays within it
     assert main(["calibrate", files["s"][0], files["b"][0], "--more-speculative", files["s"][1],
                  "--more-baseline", files["b"][1], "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["verdict"] == "undecided"
+
+
+H200 = REAL / "h200-sglang-0.5.17"
+
+
+@pytest.mark.parametrize("mode", ["standalone", "eagle3", "adaptive"])
+def test_replay_of_the_h200_sweeps_says_baseline_only(mode: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real H200 sweeps (two runs per server): the baseline wins everywhere, whichever runs are compared, and
+    the two runs of each pooled still say so."""
+    for spec_run in ("r1", "r2"):
+        for base_run in ("r1", "r2"):
+            spec = load_result(str(H200 / f"h200-{mode}-{spec_run}.json"))
+            base = load_result(str(H200 / f"h200-baseline-{base_run}.json"))
+            cal = calibrate(spec.measured(DEFAULT_NOISE), base.measured(DEFAULT_NOISE))
+            assert cal.verdict is Verdict.BASELINE_ONLY and cal.crossover is None, (spec_run, base_run)
+    assert main(["calibrate", str(H200 / f"h200-{mode}-r1.json"), str(H200 / "h200-baseline-r1.json"),
+                 "--more-speculative", str(H200 / f"h200-{mode}-r2.json"),
+                 "--more-baseline", str(H200 / "h200-baseline-r2.json"), "--json"]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] == "baseline-only" and report["spec"]["switching"]["initialMode"] == "Baseline"
+    top = report["levels"][-1]
+    assert top["winner"] == "baseline" and top["baseline"] > 1.4 * top["speculative"]
+
+
+def test_runs_that_disagree_widen_the_noise() -> None:
+    """The Adaptive pod's two real sweeps differ by 37% at C=2 (316 vs 216 tok/s): pooled, that level's noise
+    is that difference, and it is called for neither mode although the baseline leads it by 24%."""
+    runs = [load_result(str(H200 / f"h200-adaptive-{r}.json")) for r in ("r1", "r2")]
+    base = [load_result(str(H200 / f"h200-baseline-{r}.json")) for r in ("r1", "r2")]
+    spec_m = measured_runs(runs, DEFAULT_NOISE)
+    assert spec_m.noise[1] > 0.3 and spec_m.noise[2] == DEFAULT_NOISE  # C=2 disagree; C=4 agree within 1%
+    cal = calibrate(spec_m, measured_runs(base, DEFAULT_NOISE))
+    assert [c.winner for c in cal.levels][1:3] == [Winner.NEITHER, Winner.BASELINE]

@@ -61,9 +61,14 @@ class BenchResult:
 
 
 def measured_runs(runs: Sequence[BenchResult], default_noise: float) -> Measured:
-    """One mode's curve from one or more sweeps of it. A level swept in two or more runs: the mean of the runs'
-    tok/s, with the t interval across runs (run-to-run noise: restarts, other days, which windows of one run do
-    not see); in one run: that run's own interval, or `default_noise` if it was measured once."""
+    """One mode's curve from one or more sweeps of it: each level's tok/s is the mean of the runs that swept it.
+    Its noise (95% half-width):
+    - one run: that run's own interval, or `default_noise` if the level was measured once;
+    - two runs: the larger of each run's own noise and the difference between the two (the normal approximation,
+      1.96 standard errors of a two-run mean ~ their difference: Student's t with one degree of freedom, 12.7,
+      would leave almost nothing decidable, while a disagreement between the runs still widens the noise);
+    - three runs or more: the t interval across the runs: run-to-run noise (restarts, other days), which windows
+      of one run do not see."""
     by_level: dict[int, list[LevelStats]] = {}
     for run in runs:
         for lv in run.levels:
@@ -71,10 +76,17 @@ def measured_runs(runs: Sequence[BenchResult], default_noise: float) -> Measured
                 by_level.setdefault(lv.concurrency, []).append(lv)
     levels: list[tuple[float, float, float | None]] = []
     for concurrency, found in sorted(by_level.items()):
-        ci = mean_ci([lv.output_tokens_per_s for lv in found])
-        if ci is None:
-            levels.append((concurrency, found[0].output_tokens_per_s, found[0].ci_half_width))
+        values = [lv.output_tokens_per_s for lv in found]
+        if len(found) == 1:
+            levels.append((concurrency, values[0], found[0].ci_half_width))
+        elif len(found) == 2:
+            mean = (values[0] + values[1]) / 2
+            own = [lv.ci_half_width / lv.output_tokens_per_s if lv.ci_half_width is not None and lv.output_tokens_per_s
+                   > 0 else default_noise for lv in found]  # fmt: skip
+            levels.append((concurrency, mean, max(max(own) * mean, abs(values[0] - values[1]))))
         else:
+            ci = mean_ci(values)
+            assert ci is not None  # three or more values
             levels.append((concurrency, ci[0], (ci[2] - ci[1]) / 2))
     return Measured.from_levels(levels, default_noise)
 
