@@ -407,3 +407,13 @@ def test_runs_that_disagree_widen_the_noise() -> None:
     assert spec_m.noise[1] > 0.3 and spec_m.noise[2] == DEFAULT_NOISE  # C=2 disagree; C=4 agree within 1%
     cal = calibrate(spec_m, measured_runs(base, DEFAULT_NOISE))
     assert [c.winner for c in cal.levels][1:3] == [Winner.NEITHER, Winner.BASELINE]
+
+
+def test_a_dip_within_the_noise_is_no_low_confidence_crossover_either() -> None:
+    """Speculation wins beyond the noise at C=1 only; C=2 dips under the baseline and 4-64 lead by 3%, all
+    within the noise: the fitted curves cross at ~1.3 but speculation is ahead again above, so no crossover."""
+    spec = [(1, 330.0), (2, 560.0), (4, 1185.0), (8, 2215.0), (16, 4020.0), (32, 6800.0), (64, 10500.0)]
+    base = [(1, 300.0), (2, 600.0), (4, 1150.0), (8, 2150.0), (16, 3900.0), (32, 6600.0), (64, 10200.0)]
+    cal = calibrate(_measured(spec, 0.05), _measured(base, 0.05))
+    assert [c.winner for c in cal.levels][:2] == [Winner.SPECULATIVE, Winner.NEITHER]
+    assert cal.verdict is Verdict.SPECULATIVE_ONLY and cal.crossover is None and cal.confidence == "low"

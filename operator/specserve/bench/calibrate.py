@@ -182,7 +182,7 @@ def call_levels(spec: Measured, base: Measured) -> tuple[Curve, Curve, list[Leve
     return fs, fb, calls
 
 
-def _consistent(points: list[tuple[float, float]], other: list[tuple[float, float]], keep: set[float]) -> bool:
+def _enough_left(points: list[tuple[float, float]], other: list[tuple[float, float]], keep: set[float]) -> bool:
     return len([x for x, _ in points if x in keep]) >= 2 and len([x for x, _ in other if x in keep]) >= 2
 
 
@@ -209,7 +209,7 @@ def _written(
         return fs.points(), fb.points(), []
     keep = set(fs.xs) | set(fb.xs)
     keep -= set(dropped)
-    if not _consistent(fs.points(), fb.points(), keep):
+    if not _enough_left(fs.points(), fb.points(), keep):
         return fs.points(), fb.points(), []
     return [p for p in fs.points() if p[0] in keep], [p for p in fb.points() if p[0] in keep], dropped
 
@@ -233,7 +233,8 @@ def _speculation_wins(
             + f", but speculation wins again above (up to {xs[p]:g}): an outlier, not a crossover. "
             "Re-measure that level with more repeats."
         )
-    down = [x for x, d in crossings(fs, fb) if d < 0 and x > xs[p]]
+    after = [(x, d) for x, d in crossings(fs, fb) if x > xs[p]]
+    down = [x for x, d in after if d < 0]
     if q is not None:
         crossover = round(next((x for x in down if x <= xs[q]), xs[q]), 2)
         notes.append(
@@ -241,8 +242,8 @@ def _speculation_wins(
             f"at {xs[p]:g} and {xs[q]:g}: the crossover lies between them)."
         )
         return Verdict.CROSSOVER, crossover, (xs[p], xs[q]), "high"
-    if down:
-        crossover = round(down[0], 2)
+    if after and after[-1][1] < 0:  # the fitted baseline stays ahead from its last crossing to the top
+        crossover = round(after[-1][0], 2)
         notes.append(
             f"Speculation wins beyond the noise up to concurrency {xs[p]:g}; above it the fitted curves cross "
             f"at {crossover:g}, but the baseline's lead there is within the noise. Conservative: baseline "
