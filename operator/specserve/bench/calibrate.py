@@ -18,8 +18,8 @@ noise (the 95 % confidence intervals of the two modes, combined); otherwise the 
   Conservative means: keep what the spec has; with nothing there, serve baseline: the mode whose high-load
   throughput is known not to collapse (speculation's can: the seed data lost 56 % at high load), without a
   draft model's memory, for a gain nobody measured. The same rule calls a low-confidence crossover where the
-  fitted curves cross above the last speculative win but the baseline's lead there is within the noise:
-  baseline at high load.
+  fitted curves cross above the last speculative win and the baseline stays ahead up to the highest level, but
+  only within the noise: baseline at high load.
 - hysteresis: the relative half-width of the widest symmetric band around the crossover in which the two
   curves stay within `tolerance` (default 5%, about a bench's run-to-run noise) of each other: inside it, being
   in the "wrong" mode costs at most that much, so switching there gains nothing worth a switch.
