@@ -60,6 +60,7 @@ class SweepPlan:
 class Callbacks:
     level_start: Callable[[int, int], None] = lambda concurrency, total: None
     request_done: Callable[[bool], None] = lambda ok: None
+    level_extended: Callable[[int], None] = lambda requests: None  # one more window: this many more requests
     level_done: Callable[[BenchResult], None] = lambda result: None
 
 
@@ -132,6 +133,8 @@ async def run_level(
                     run.samples.append(_last_window_rate(run))
                     if plan.enough(run.samples):
                         done.set()
+                    elif len(run.samples) >= plan.repeats:
+                        callbacks.level_extended(requests)
             else:
                 run.errors += 1
                 run.last_error = rec.error

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,39 @@ async def _wait_ready(session: aiohttp.ClientSession, url: str, seconds: float) 
         await asyncio.sleep(0.5)
 
 
+def _progress(console: Console, quiet: bool, save: Callable[[BenchResult], None]) -> tuple[Progress, Callbacks]:
+    """A progress bar per level, fed by the sweep's callbacks (its total grows when a level takes one more window)."""
+    progress = Progress(
+        TextColumn("[bold]C={task.fields[level]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    )
+    state: dict[str, Any] = {"task": None, "errors": 0}
+
+    def level_start(concurrency: int, total: int) -> None:
+        state["errors"] = 0
+        state["task"] = progress.add_task("level", total=total, level=concurrency, errors=0)
+
+    def request_done(ok: bool) -> None:
+        if ok:
+            progress.advance(state["task"])
+        else:
+            state["errors"] += 1
+            progress.update(state["task"], errors=state["errors"])
+
+    def level_extended(requests: int) -> None:
+        progress.update(state["task"], total=(progress.tasks[-1].total or 0) + requests)
+
+    callbacks = Callbacks(
+        level_start=level_start, request_done=request_done, level_extended=level_extended, level_done=save
+    )
+    return progress, callbacks
+
+
 async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str], console: Console) -> int:
     base_url = args.url.rstrip("/")
     if not base_url.startswith(("http://", "https://")):
@@ -233,29 +267,7 @@ async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str]
             if not args.no_plot and res.levels:
                 plot_curves([(res.label, res.curve())], paths["png"])
 
-        progress = Progress(
-            TextColumn("[bold]C={task.fields[level]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("errors {task.fields[errors]}"),
-            TimeElapsedColumn(),
-            console=console,
-            disable=args.quiet,
-        )
-        state: dict[str, Any] = {"task": None, "errors": 0}
-
-        def level_start(concurrency: int, total: int) -> None:
-            state["errors"] = 0
-            state["task"] = progress.add_task("level", total=total, level=concurrency, errors=0)
-
-        def request_done(ok: bool) -> None:
-            if ok:
-                progress.advance(state["task"])
-            else:
-                state["errors"] += 1
-                progress.update(state["task"], errors=state["errors"])
-
-        callbacks = Callbacks(level_start=level_start, request_done=request_done, level_done=save)
+        progress, callbacks = _progress(console, args.quiet, save)
         with progress:
             await run_sweep(session, target, prompts, plan, result, callbacks)
     save(result)
