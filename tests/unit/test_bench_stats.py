@@ -8,7 +8,15 @@ import pytest
 
 from specserve.bench.prompts import BUILTIN_PROMPTS, PromptFileError, load_prompts
 from specserve.bench.promtext import accept_length
-from specserve.bench.stats import RequestRecord, percentile, summarize, tpot, window_tokens
+from specserve.bench.stats import (
+    RequestRecord,
+    mean_ci,
+    percentile,
+    relative_half_width,
+    summarize,
+    tpot,
+    window_tokens,
+)
 from specserve.bench.sweep import SweepPlan, parse_levels
 
 
@@ -95,3 +103,34 @@ def test_prompts_builtin_and_files(tmp_path: Path) -> None:
         load_prompts(str(empty))
     with pytest.raises(PromptFileError, match="cannot read"):
         load_prompts(str(tmp_path / "missing.txt"))
+
+
+def test_mean_ci_is_students_t() -> None:
+    assert mean_ci([5.0]) is None and relative_half_width([5.0]) is None
+    ci = mean_ci([9.0, 10.0, 11.0])  # sd 1, n 3: half-width t(0.975, 2) / sqrt(3) = 4.303 / 1.732
+    assert ci is not None and ci[0] == pytest.approx(10.0)
+    assert ci[2] - ci[0] == pytest.approx(2.484, abs=1e-3) and ci[0] - ci[1] == pytest.approx(ci[2] - ci[0])
+    assert relative_half_width([10.0, 10.0, 10.0]) == 0.0
+
+
+def test_summarize_splits_the_window_into_repeats() -> None:
+    # one token per chunk; 10 chunks/s in (0, 1], 20 in (1, 2], 15 in (2, 3]
+    times = [0.1 * i for i in range(1, 11)] + [1 + 0.05 * i for i in range(1, 21)] + [2 + i / 15 for i in range(1, 16)]
+    rec = _rec(0.0, times, len(times), 3.0)
+    stats = summarize(1, [rec], 0.0, 3.0, errors=0, bounds=[0.0, 1.0, 2.0, 3.0])
+    assert stats.samples == pytest.approx((10.0, 20.0, 15.0)) and stats.repeats == 3
+    assert stats.output_tokens_per_s == pytest.approx(15.0)
+    assert stats.ci_low is not None and stats.ci_high is not None and stats.ci_low < 15.0 < stats.ci_high
+    single = summarize(1, [rec], 0.0, 3.0, errors=0)
+    assert single.output_tokens_per_s == pytest.approx(15.0) and single.ci_low is None and single.repeats == 1
+
+
+def test_a_level_repeats_until_its_interval_is_tight_enough() -> None:
+    plan = SweepPlan(repeats=3, max_repeats=5, ci_target=0.05)
+    assert not plan.enough([100.0, 100.0])  # fewer than --repeats
+    assert plan.enough([100.0, 101.0, 99.0])  # +-2.5%
+    assert not plan.enough([100.0, 120.0, 80.0])  # +-50%: one more window
+    assert plan.enough([100.0, 120.0, 80.0, 110.0, 90.0])  # --max-repeats bounds it
+    assert SweepPlan(repeats=2, max_repeats=6, ci_target=None).enough([1.0, 50.0])  # no target: exactly --repeats
+    with pytest.raises(ValueError, match="repeats"):
+        SweepPlan(repeats=4, max_repeats=2)

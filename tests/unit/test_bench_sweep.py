@@ -5,6 +5,7 @@ scripts/bench_fidelity.py, not here; these tests assert the curve's shape and th
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ def _levels(path: Path) -> dict[int, dict[str, Any]]:
 
 
 def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) -> None:
-    sweep = ["--levels", "1,4,24", "--max-tokens", "48", "--requests", "24", "--warmup", "4"]
+    sweep = ["--levels", "1,4,24", "--max-tokens", "48", "--requests", "12", "--warmup", "4", "--repeats", "2",
+             "--max-repeats", "2"]  # fmt: skip
     with emulator_thread(_config(Mode.SPECULATIVE)) as url:
         assert _bench(url, tmp_path, "spec", *sweep) == 0
     with emulator_thread(_config(Mode.BASELINE)) as url:
@@ -41,6 +43,7 @@ def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) 
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         header = (tmp_path / f"{name}.csv").read_text().splitlines()[0]
         assert header.startswith("concurrency,requests,errors,output_tokens_per_s")
+        assert header.endswith("ci_low,ci_high,repeats") and "samples" not in header
     spec, base = _levels(tmp_path / "spec.json"), _levels(tmp_path / "base.json")
     doc = json.loads((tmp_path / "spec.json").read_text())
     assert doc["complete"] and doc["label"] == "speculative" and doc["time_scale"] == 20.0
@@ -51,6 +54,11 @@ def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) 
     # (How close the numbers come to the profile is timing: scripts/bench_fidelity.py measures it, not a test.)
     assert spec[4]["accept_length"] == pytest.approx(2.1) and base[4]["accept_length"] is None
     assert all(lv["errors"] == 0 and lv["ttft_p50_s"] > 0 and lv["tpot_p99_s"] > 0 for lv in spec.values())
+    # each level measured in two windows of 12: the mean of their tok/s, with its interval
+    for lv in spec.values():
+        assert len(lv["samples"]) == 2 and lv["requests"] >= 24
+        assert lv["output_tokens_per_s"] == pytest.approx(sum(lv["samples"]) / 2)
+        assert lv["ci_low"] <= lv["output_tokens_per_s"] <= lv["ci_high"]
     # two results -> one plot with two curves; then calibrate says baseline only
     assert main(["bench", "--plot", str(tmp_path / "spec.json"), str(tmp_path / "base.json"),
                  "--output-dir", str(tmp_path), "--name", "both"]) == 0  # fmt: skip
@@ -77,6 +85,8 @@ def test_server_still_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str
         (["--levels", ""], "--levels is empty"),
         (["--levels", "1,-2"], "concurrency must be >= 1"),
         (["--max-tokens", "0"], "--max-tokens must be >= 1"),
+        (["--repeats", "4", "--max-repeats", "2"], "--max-repeats (2) must be >= --repeats (4)"),
+        (["--ci-target", "1.5"], "--ci-target must be in [0, 1)"),
         (["--prompts", "/nonexistent/prompts.txt"], "cannot read the prompt file"),
     ],
 )
@@ -113,7 +123,7 @@ def _flaky_app(good: int) -> web.Application:
 def test_errors_mid_sweep_keep_partial_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with app_thread(_flaky_app(good=20)) as url:
         code = _bench(url, tmp_path, "flaky", "--levels", "1,2,4", "--requests", "8", "--warmup", "1",
-                      "--max-errors", "3")  # fmt: skip
+                      "--max-errors", "3", "--repeats", "1")  # fmt: skip
     assert code == 1
     err = capsys.readouterr().err
     assert "stopped early" in err and "HTTP 500: engine died" in err and "flaky.json" in err
@@ -121,3 +131,15 @@ def test_errors_mid_sweep_keep_partial_results(tmp_path: Path, capsys: pytest.Ca
     assert doc["complete"] is False and "failed requests at concurrency" in doc["error"]
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]  # levels measured before the failure
     assert (tmp_path / "flaky.csv").exists()
+
+
+def test_repeats_without_scipy_fail_before_sending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # what an image without the bench extra looks like
+    assert _bench("http://127.0.0.1:9", tmp_path, "x", "--levels", "1") == 2
+    err = capsys.readouterr().err
+    assert "need scipy" in err and "--repeats 1 --max-repeats 1" in err and "Traceback" not in err
+    # one window per level needs no interval: it goes on to the (unreachable) server
+    assert _bench("http://127.0.0.1:9", tmp_path, "x", "--levels", "1", "--repeats", "1") == 1
+    assert "cannot reach" in capsys.readouterr().err

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from specserve.api.curves import Curve, CurveError
-from specserve.bench.stats import LevelStats
+from specserve.bench.calibrate import Measured
+from specserve.bench.stats import LevelStats, mean_ci
 
-FORMAT = "specserve-bench/v1"
-CSV_FIELDS = [f.name for f in fields(LevelStats)]
+# v2 added each level's repeats (samples, ci_low, ci_high); v1 files (one window per level) still load.
+FORMAT = "specserve-bench/v2"
+CSV_FIELDS = [f.name for f in fields(LevelStats) if f.name != "samples"] + ["repeats"]
 
 
 class BenchFileError(ValueError):
@@ -52,6 +55,41 @@ class BenchResult:
             [(lv.concurrency, lv.output_tokens_per_s) for lv in self.levels if lv.requests > 0], self.label
         )
 
+    def measured(self, default_noise: float) -> Measured:
+        """The curve with each level's noise: its CI when the level was repeated, else `default_noise`."""
+        return measured_runs([self], default_noise)
+
+
+def measured_runs(runs: Sequence[BenchResult], default_noise: float) -> Measured:
+    """One mode's curve from one or more sweeps of it: each level's tok/s is the mean of the runs that swept it.
+    Its noise (95% half-width):
+    - one run: that run's own interval, or `default_noise` if the level was measured once;
+    - two runs: the larger of each run's own noise and the difference between the two (the normal approximation,
+      1.96 standard errors of a two-run mean ~ their difference: Student's t with one degree of freedom, 12.7,
+      would leave almost nothing decidable, while a disagreement between the runs still widens the noise);
+    - three runs or more: the t interval across the runs: run-to-run noise (restarts, other days), which windows
+      of one run do not see."""
+    by_level: dict[int, list[LevelStats]] = {}
+    for run in runs:
+        for lv in run.levels:
+            if lv.requests > 0:
+                by_level.setdefault(lv.concurrency, []).append(lv)
+    levels: list[tuple[float, float, float | None]] = []
+    for concurrency, found in sorted(by_level.items()):
+        values = [lv.output_tokens_per_s for lv in found]
+        if len(found) == 1:
+            levels.append((concurrency, values[0], found[0].ci_half_width))
+        elif len(found) == 2:
+            mean = (values[0] + values[1]) / 2
+            own = [lv.ci_half_width / lv.output_tokens_per_s if lv.ci_half_width is not None and lv.output_tokens_per_s
+                   > 0 else default_noise for lv in found]  # fmt: skip
+            levels.append((concurrency, mean, max(max(own) * mean, abs(values[0] - values[1]))))
+        else:
+            ci = mean_ci(values)
+            assert ci is not None  # three or more values
+            levels.append((concurrency, ci[0], (ci[2] - ci[1]) / 2))
+    return Measured.from_levels(levels, default_noise)
+
 
 def write_json(result: BenchResult, path: Path) -> None:
     path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -62,7 +100,9 @@ def write_csv(result: BenchResult, path: Path) -> None:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for level in result.levels:
-            writer.writerow(asdict(level))
+            row = asdict(level)
+            row.pop("samples")
+            writer.writerow({**row, "repeats": level.repeats})
 
 
 def _level(raw: Any, where: str) -> LevelStats:
@@ -78,8 +118,12 @@ def _level(raw: Any, where: str) -> LevelStats:
     values.update(concurrency=concurrency, output_tokens_per_s=tok_s)
     for name, default in (("requests", 1), ("errors", 0), ("requests_per_s", 0.0), ("window_s", 0.0)):
         values.setdefault(name, default)
-    for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "accept_length"):
+    for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "accept_length", "ci_low", "ci_high"):
         values.setdefault(name, None)
+    samples = raw.get("samples", [])
+    if not isinstance(samples, list) or not all(isinstance(v, int | float) for v in samples):
+        raise BenchFileError(f"{where}: 'samples' must be a list of tok/s numbers")
+    values["samples"] = tuple(float(v) for v in samples)
     return LevelStats(**values)
 
 

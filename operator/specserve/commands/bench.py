@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--requests", type=int, help="measured requests per level (default max(8, 2 x level))")
     parser.add_argument("--warmup", type=int, help="warm-up requests per level (default: the level)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="measurement windows of --requests each per level, at least (default 3)"
+    )
+    parser.add_argument(
+        "--max-repeats",
+        type=int,
+        help="at most this many windows while the CI is wider than --ci-target (default 6; 1 with --repeats 1)",
+    )
+    parser.add_argument(
+        "--ci-target",
+        type=float,
+        default=0.05,
+        help="stop repeating a level once its 95%% CI half-width is below this fraction of the mean (0: never early)",
+    )
     parser.add_argument("--max-tokens", type=int, default=256, help="max output tokens per request")
     parser.add_argument("--ignore-eos", action="store_true", help="ask for fixed-length outputs (SGLang/vLLM)")
     parser.add_argument("--api", choices=["chat", "completions"], default="chat")
@@ -73,6 +88,8 @@ def _check_args(args: argparse.Namespace) -> SweepPlan:
         ("--warmup", args.warmup, 0),
         ("--max-tokens", args.max_tokens, 1),
         ("--max-errors", args.max_errors, 1),
+        ("--repeats", args.repeats, 1),
+        ("--max-repeats", args.max_repeats, 1),
     ):
         if value is not None and value < least:
             raise ValueError(f"{flag} must be >= {least}, got {value}")
@@ -83,12 +100,30 @@ def _check_args(args: argparse.Namespace) -> SweepPlan:
     ):
         if fvalue is not None and fvalue <= 0:
             raise ValueError(f"{flag} must be > 0, got {fvalue:g}")
+    if not 0 <= args.ci_target < 1:
+        raise ValueError(f"--ci-target must be in [0, 1) (a fraction of the mean), got {args.ci_target:g}")
+    # --repeats 1 alone is the old single window (no CI); otherwise up to 6 windows while the CI is too wide
+    default_max = 1 if args.repeats == 1 else max(args.repeats, 6)
+    max_repeats = args.max_repeats if args.max_repeats is not None else default_max
+    if max_repeats < args.repeats:
+        raise ValueError(f"--max-repeats ({max_repeats}) must be >= --repeats ({args.repeats})")
+    if max_repeats > 1:
+        try:
+            import scipy.stats  # noqa: F401, PLC0415 (the CI of repeated levels; fail before measuring)
+        except ImportError:
+            raise ValueError(
+                "repeated levels need scipy for their confidence intervals: pip install 'specserve[bench]' "
+                "(or pass --repeats 1 --max-repeats 1)"
+            ) from None
     return SweepPlan(
         levels=levels,
         requests=args.requests,
         warmup=args.warmup,
         level_timeout_s=args.level_timeout,
         max_errors=args.max_errors,
+        repeats=args.repeats,
+        max_repeats=max_repeats,
+        ci_target=args.ci_target or None,
     )
 
 
@@ -108,7 +143,8 @@ def _plot_only(args: argparse.Namespace) -> int:
 
 def _table(result: BenchResult) -> Table:
     table = Table(title=f"{result.label}: {result.model} at {result.url}")
-    for col in ("conc.", "tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "errors", "accept"):
+    for col in ("conc.", "tok/s +-95% CI", "n", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "errors",
+                "accept"):  # fmt: skip
         table.add_column(col, justify="right")
 
     def ms(v: float | None) -> str:
@@ -117,7 +153,8 @@ def _table(result: BenchResult) -> Table:
     for lv in result.levels:
         table.add_row(
             str(lv.concurrency),
-            f"{lv.output_tokens_per_s:.1f}",
+            f"{lv.output_tokens_per_s:.1f}" + ("" if lv.ci_half_width is None else f" +-{lv.ci_half_width:.1f}"),
+            str(lv.repeats),
             f"{lv.requests_per_s:.2f}",
             ms(lv.ttft_p50_s),
             ms(lv.ttft_p99_s),
@@ -159,6 +196,39 @@ async def _wait_ready(session: aiohttp.ClientSession, url: str, seconds: float) 
         await asyncio.sleep(0.5)
 
 
+def _progress(console: Console, quiet: bool, save: Callable[[BenchResult], None]) -> tuple[Progress, Callbacks]:
+    """A progress bar per level, fed by the sweep's callbacks (its total grows when a level takes one more window)."""
+    progress = Progress(
+        TextColumn("[bold]C={task.fields[level]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    )
+    state: dict[str, Any] = {"task": None, "errors": 0}
+
+    def level_start(concurrency: int, total: int) -> None:
+        state["errors"] = 0
+        state["task"] = progress.add_task("level", total=total, level=concurrency, errors=0)
+
+    def request_done(ok: bool) -> None:
+        if ok:
+            progress.advance(state["task"])
+        else:
+            state["errors"] += 1
+            progress.update(state["task"], errors=state["errors"])
+
+    def level_extended(requests: int) -> None:
+        progress.update(state["task"], total=(progress.tasks[-1].total or 0) + requests)
+
+    callbacks = Callbacks(
+        level_start=level_start, request_done=request_done, level_extended=level_extended, level_done=save
+    )
+    return progress, callbacks
+
+
 async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str], console: Console) -> int:
     base_url = args.url.rstrip("/")
     if not base_url.startswith(("http://", "https://")):
@@ -197,29 +267,7 @@ async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str]
             if not args.no_plot and res.levels:
                 plot_curves([(res.label, res.curve())], paths["png"])
 
-        progress = Progress(
-            TextColumn("[bold]C={task.fields[level]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("errors {task.fields[errors]}"),
-            TimeElapsedColumn(),
-            console=console,
-            disable=args.quiet,
-        )
-        state: dict[str, Any] = {"task": None, "errors": 0}
-
-        def level_start(concurrency: int, total: int) -> None:
-            state["errors"] = 0
-            state["task"] = progress.add_task("level", total=total, level=concurrency, errors=0)
-
-        def request_done(ok: bool) -> None:
-            if ok:
-                progress.advance(state["task"])
-            else:
-                state["errors"] += 1
-                progress.update(state["task"], errors=state["errors"])
-
-        callbacks = Callbacks(level_start=level_start, request_done=request_done, level_done=save)
+        progress, callbacks = _progress(console, args.quiet, save)
         with progress:
             await run_sweep(session, target, prompts, plan, result, callbacks)
     save(result)

@@ -11,8 +11,8 @@ from typing import Any
 
 from specserve.api.curves import CurveError, curve_problem
 from specserve.api.validation import InvalidSpecServe, parse_object
-from specserve.bench.calibrate import Calibration, Verdict, calibrate, switching_fields
-from specserve.bench.results import BenchFileError, load_result
+from specserve.bench.calibrate import DEFAULT_NOISE, Calibration, Verdict, calibrate, switching_fields
+from specserve.bench.results import BenchFileError, load_result, measured_runs
 from specserve.bench.specyaml import SpecFileError, read_spec_doc, spec_doc_from_text, update_spec_text
 from specserve.render.adaptive import sglang_config
 
@@ -23,10 +23,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("speculative", metavar="SPEC.json", help="bench result of the speculative server")
     parser.add_argument("baseline", metavar="BASE.json", help="bench result of the baseline server")
     parser.add_argument(
+        "--more-speculative",
+        action="append",
+        default=[],
+        metavar="SPEC2.json",
+        help="another sweep of the speculative server (repeatable): levels in several runs get a CI across runs",
+    )
+    parser.add_argument(
+        "--more-baseline", action="append", default=[], metavar="BASE2.json", help="another sweep of the baseline"
+    )
+    parser.add_argument(
         "--num-steps", type=int, help="speculative steps below the crossover (default: the YAML's, else 3)"
     )
     parser.add_argument(
         "--tolerance", type=float, default=0.05, help="curves this close (fraction) count as equal for the band"
+    )
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=DEFAULT_NOISE,
+        help="relative 95%% CI half-width assumed for a level measured once (repeated levels carry their own)",
     )
     parser.add_argument("--write", metavar="SPECSERVE.yaml", help="set the results in this SpecServe file")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -44,8 +60,21 @@ def _report(cal: Calibration) -> dict[str, Any]:
             Verdict.BASELINE_ONLY: "baseline only",
             Verdict.SPECULATIVE_ONLY: "speculative only",
             Verdict.CROSSOVER: "switch at the crossover",
+            Verdict.UNDECIDED: "keep the current settings (none: baseline)",
         }[cal.verdict],
+        "confidence": cal.confidence,
+        "crossoverRange": list(cal.crossover_range) if cal.crossover_range else None,
         "notes": cal.notes,
+        "levels": [
+            {
+                "concurrency": c.concurrency,
+                "speculative": round(c.speculative, 2),
+                "baseline": round(c.baseline, 2),
+                "noise": round(c.noise, 2),
+                "winner": c.winner.name.lower(),
+            }
+            for c in cal.levels
+        ],
         "spec": {
             "switching": {k: v for k, v in switching_fields(cal).items() if v is not None},
             "speculative": {"adaptiveConfig": cal.adaptive_config},
@@ -58,19 +87,23 @@ def _print_text(cal: Calibration) -> None:
     for note in cal.notes:
         print(note)
     print()
-    print(f"crossover concurrency: {cal.crossover:g}" if cal.crossover is not None else "crossover concurrency: none")
+    print(f"verdict: {cal.verdict.value} (confidence: {cal.confidence})")
+    crossover = "none" if cal.crossover is None else f"{cal.crossover:g}"
+    if cal.crossover_range is not None:
+        crossover += f" (between {cal.crossover_range[0]:g} and {cal.crossover_range[1]:g} given the noise)"
+    print(f"crossover concurrency: {crossover}")
     if cal.crossover is not None:
         print(f"hysteresis: {cal.hysteresis:g} (+-{cal.hysteresis * 100:.0f}% around the crossover)")
     else:
         print(f"hysteresis: {cal.hysteresis:g} (the default; there is no crossover to put a band around)")
     print(f"initial mode: {cal.initial_mode}")
-    print("curves (concurrency: speculative / baseline tok/s):")
-    spec = dict(cal.speculative)
-    base = dict(cal.baseline)
-    for x in sorted(set(spec) | set(base)):
-        s = f"{spec[x]:.1f}" if x in spec else "-"
-        b = f"{base[x]:.1f}" if x in base else "-"
-        print(f"  {x:g}: {s} / {b}")
+    print("levels (concurrency: speculative / baseline tok/s, fitted; speculation's margin +- the noise: winner):")
+    for c in cal.levels:
+        margin = f"{c.margin * 100:+.1f}% +- {c.noise / c.baseline * 100:.1f}%" if c.baseline > 0 else "-"
+        print(f"  {c.concurrency:g}: {c.speculative:.1f} / {c.baseline:.1f}  ({margin}: {c.winner.value})")
+    if cal.verdict is not Verdict.UNDECIDED:
+        written = ", ".join(f"{x:g}" for x, _ in cal.speculative)
+        print(f"curves written at concurrency: {written}")
     if cal.adaptive_config is not None:
         print(f"spec.speculative.adaptiveConfig: {json.dumps(cal.adaptive_config)}")
         print(f"SGLang --speculative-adaptive-config file: {json.dumps(sglang_config(cal.adaptive_config))}")
@@ -89,10 +122,21 @@ def _num_steps(args: argparse.Namespace, spec_doc: Any) -> int:
     return 3
 
 
+def _current_crossover(spec_doc: Any) -> float | None:
+    """spec.switching.crossoverConcurrency of the file being written, if it has one."""
+    if not isinstance(spec_doc, dict):
+        return None
+    switching = (spec_doc.get("spec") or {}).get("switching")
+    value = switching.get("crossoverConcurrency") if isinstance(switching, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         spec_result = load_result(args.speculative)
         base_result = load_result(args.baseline)
+        spec_runs = [spec_result, *(load_result(path) for path in args.more_speculative)]
+        base_runs = [base_result, *(load_result(path) for path in args.more_baseline)]
         if not 0 <= args.tolerance < 1:
             raise ValueError(f"--tolerance must be in [0, 1), got {args.tolerance:g}")
         for res, path in ((spec_result, args.speculative), (base_result, args.baseline)):
@@ -100,11 +144,20 @@ def run(args: argparse.Namespace) -> int:
             problem = curve_problem(res.curve().points())
             if problem:
                 raise ValueError(f"{path}: the measured curve {problem}; sweep more concurrency levels")
+        if not 0 <= args.noise < 1:
+            raise ValueError(f"--noise must be in [0, 1) (a fraction of a level's tok/s), got {args.noise:g}")
         spec_doc = read_spec_doc(Path(args.write)) if args.write else None
-        cal = calibrate(spec_result.curve(), base_result.curve(), _num_steps(args, spec_doc), args.tolerance)
+        cal = calibrate(
+            measured_runs(spec_runs, args.noise),
+            measured_runs(base_runs, args.noise),
+            _num_steps(args, spec_doc),
+            args.tolerance,
+            current_crossover=_current_crossover(spec_doc),
+        )
     except (BenchFileError, SpecFileError, CurveError, ValueError) as exc:
         return _fail(str(exc))
-    for res, path in ((spec_result, args.speculative), (base_result, args.baseline)):
+    paths = [args.speculative, *args.more_speculative, args.baseline, *args.more_baseline]
+    for res, path in zip([*spec_runs, *base_runs], paths, strict=True):
         if not res.complete:
             print(f"{PROG}: warning: {path} is a partial sweep ({res.error or 'incomplete'})", file=sys.stderr)
     if args.json:
@@ -112,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_text(cal)
     if args.write:
+        if cal.verdict is Verdict.UNDECIDED:
+            print(f"{args.write}: not changed: the data cannot decide, so the current settings stay")
+            return 0
         return _write(Path(args.write), cal)
     return 0
 
