@@ -14,11 +14,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserve.api.install_policy import InstallPolicy, check_install_policy
-from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy, Weights
+from specserve.api.models import ConditionStatus, Mode, PoolFailure, SpecServe, SpecServeStatus, Strategy, Weights
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
 from specserve.reconcile.apply import Applied, Kube, Snapshot, apply_changed, owned_by, prune, snapshot
+from specserve.reconcile.autoscalers import autoscaler_conflicts
+from specserve.reconcile.causes import Cause, pool_causes
 from specserve.reconcile.intent import (
     JSON,
     desired_pool,
@@ -33,7 +35,9 @@ from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
+    AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
+    DEGRADED,
     POD_MONITOR_READY,
     PROGRESSING,
     SPECULATIVE_POOL_READY,
@@ -43,6 +47,7 @@ from specserve.status import (
     RouteHealth,
     invalid_status,
     merge_patch,
+    new_failures,
     observed_status,
     same_status,
     status_body,
@@ -146,7 +151,10 @@ async def reconcile(
         return Outcome(status_written=write is not None, status=new, write=write)
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
-    the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old))
+    rendered = _rendered_replicas(desired)
+    causes = await pool_causes(kube, meta.namespace, meta.name, snap.owned, rendered)
+    autoscaling = await autoscaler_conflicts(kube, meta.namespace, snap.owned, rendered, _conflict_reported(old))
+    the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old, causes))
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
     to_apply = [
         with_route_weights(m, the_plan.route_weights) if ref(m) == route_key else m
@@ -157,7 +165,8 @@ async def reconcile(
     pruned, prune_failures = ([], []) if applied.failures else await _prune(kube, obj, desired, snap, the_plan)
 
     live = {**snap.owned, **applied.live}
-    seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
+    seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures, causes,
+                    autoscaling)  # fmt: skip
     new = observed_status(old, seen, now())
     write = await _write_status(kube, body, old, server, new)
     return Outcome(
@@ -166,18 +175,38 @@ async def reconcile(
         status_written=write is not None,
         status=new,
         write=write,
-        warnings=_warnings(old, the_plan),
+        warnings=_warnings(old, the_plan) + new_failures(old, new),
         held=tuple(sorted(the_plan.held)),
+    )
+
+
+def _rendered_replicas(desired: list[JSON]) -> dict[str, int | None]:
+    """Desired pool -> its rendered replica count (None: the Deployment leaves it to an autoscaler)."""
+    return {m["metadata"]["name"]: m["spec"].get("replicas") for m in desired if m["kind"] == DEPLOYMENT.kind}
+
+
+def _conflict_reported(old: SpecServeStatus) -> bool:
+    return any(c.type == DEGRADED and c.reason == AUTOSCALER_CONFLICT for c in old.conditions)
+
+
+def _failure(cause: Cause | None) -> PoolFailure | None:
+    if cause is None:
+        return None
+    return PoolFailure(
+        reason=cause.reason[:256], message=cause.message[:4096], deadline_exceeded=cause.deadline_exceeded
     )
 
 
 def _world(
         obj: SpecServe, tgt: Target, the_pools: list[Pool], desired: list[JSON], snap: Snapshot,
-        old: SpecServeStatus,
+        old: SpecServeStatus, causes: Mapping[str, Cause] | None = None,
 ) -> World:  # fmt: skip
     deployments = {m["metadata"]["name"]: m for m in desired if m["kind"] == DEPLOYMENT.kind}
+    causes = causes or {}
     live = {
-        item["metadata"]["name"]: live_pool(item, deployments.get(item["metadata"]["name"]))
+        (name := item["metadata"]["name"]): live_pool(
+            item, deployments.get(name), causes[name].reason if name in causes else None
+        )
         for key, item in snap.owned.items()
         if key.startswith(f"{DEPLOYMENT.kind}/")
     }
@@ -277,17 +306,27 @@ def _observe(
     snap: Snapshot,
     applied: Applied,
     prune_failures: list[str],
+    causes: Mapping[str, Cause] | None = None,
+    autoscaling: tuple[str, ...] = (),
 ) -> Observation:
     # The rendered count; None when the Deployment leaves replicas to an autoscaler (the live count is the truth).
-    wanted = {m["metadata"]["name"]: m["spec"].get("replicas") for m in desired if m["kind"] == DEPLOYMENT.kind}
+    wanted = _rendered_replicas(desired)
+    # A cause read before this pass applied a new template belongs to the pods that template replaces.
+    failures = {n: _failure(c) for n, c in (causes or {}).items() if f"{DEPLOYMENT.kind}/{n}" not in applied.applied}
     health = {
-        p.name: PoolHealth.observe(p.name, wanted.get(p.name), live.get(f"{DEPLOYMENT.kind}/{p.name}"), p.role)
+        p.name: PoolHealth.observe(
+            p.name, wanted.get(p.name), live.get(f"{DEPLOYMENT.kind}/{p.name}"), p.role, failures.get(p.name)
+        )
         for p in the_pools
     }
     flavours = {p.name: p.flavour.speculative for p in the_pools}
     replaced = [
         PoolHealth.observe(
-            item["metadata"]["name"], None, item, (item["metadata"].get("labels") or {}).get(LABEL_POOL, "")
+            item["metadata"]["name"],
+            None,
+            item,
+            (item["metadata"].get("labels") or {}).get(LABEL_POOL, ""),
+            failures.get(item["metadata"]["name"]),
         )
         for key, item in live.items()
         if key.startswith(f"{DEPLOYMENT.kind}/") and item["metadata"]["name"] not in health
@@ -316,6 +355,7 @@ def _observe(
         parts=_parts(obj, old, applied, live),
         dropped_parts=() if obj.spec.monitoring.pod_monitor else (POD_MONITOR_READY,),
         conflicts=tuple(snap.conflicts),
+        autoscaler_conflicts=autoscaling,
     )
 
 
