@@ -21,6 +21,7 @@ import pytest
 from specserve.config import OperatorConfig
 from specserve.kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
 from specserve.kubefake import fields as fake_fields
+from specserve.kubefake.resources import ResourceType
 from tests.integration.kube_emulator import eventually, running_operator
 from tests.integration.test_safe_reconcile import (
     NAME,
@@ -306,3 +307,46 @@ async def test_a_mutating_webhook_causes_no_perpetual_roll(
         await still_running(task, lambda: mem_fraction(fake, SPEC) == mem_fraction(fake, BASE) == "0.8",
                             timeout=30, what="both pools rolled")  # fmt: skip
         await eventually(lambda: status_of(fake, "Progressing") == "False", timeout=30, what="settled")
+
+
+# ------------------------------------------------------------------------------------------ other writers
+
+
+HPAS = "autoscaling/v2/horizontalpodautoscalers"
+
+
+async def test_an_hpa_fighting_an_operator_sized_pool_is_reported_once(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    fake.store.registry.add(
+        ResourceType(group="autoscaling", version="v2", plural="horizontalpodautoscalers",
+                     kind="HorizontalPodAutoscaler", status_subresource=True, generation=True)
+    )  # fmt: skip
+    deployments = fake.store.registry.get(DEPLOYMENTS)
+    assert deployments is not None
+
+    async def hpa() -> None:  # an HPA that holds its target at 3, as each of its syncs would
+        while True:
+            d = fake.get(DEPLOYMENTS, NS, BASE) or {}
+            if d and d["spec"].get("replicas") != 3:
+                fake.store.patch(deployments, NS, BASE, "merge", {"spec": {"replicas": 3}},
+                                 manager="kube-controller-manager")  # fmt: skip
+            await asyncio.sleep(0.3)
+
+    async with background(Kubelet(fake, load_seconds=0.2).run()), running(events=True) as task:
+        await serving(fake, kimi_doc)  # spec.pools.baseline.replicas: 1, the operator's
+        start = len(fake.requests)
+        fake.create({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                     "metadata": {"name": "base-hpa", "namespace": NS},
+                     "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": BASE},
+                              "minReplicas": 3, "maxReplicas": 6}})  # fmt: skip
+        async with background(hpa()):
+            degraded = await still_running(
+                task, lambda: (c := condition(fake, "Degraded")) and c["reason"] == "AutoscalerConflict" and c,
+                what="AutoscalerConflict",
+            )  # fmt: skip
+            assert "base-hpa" in degraded["message"] and "External" in degraded["message"]
+            await asyncio.sleep(RESYNC * 8)  # the fight goes on: still reported, one event
+            assert (condition(fake, "Degraded") or {}).get("reason") == "AutoscalerConflict"
+            assert len(warnings_posted(fake, "AutoscalerConflict", start)) == 1
+            assert status_of(fake, "Ready") == "True"  # serving all along
+        fake.delete(HPAS, NS, "base-hpa")
+        await still_running(task, lambda: status_of(fake, "Degraded") == "False", what="the report cleared")
