@@ -11,7 +11,11 @@ The rules, in the order they protect serving capacity:
 - one pool at a time: a Ready pool whose pod template changes first loses its traffic to another Ready pool,
   then rolls; the next pool waits until it is Ready again. A pool that serves nothing rolls at once;
 - a single-replica pool without surge and without another Ready pool cannot roll without downtime: the
-  planner announces it first and acts on the next pass.
+  planner announces it first and acts on the next pass;
+- a failed pool (its pods report a cause, or its Deployment ProgressDeadlineExceeded) is contained, never
+  reverted: the other pool does not roll while it is failed; weights keep following the target between the
+  pools that can serve;
+- a scale is no roll: "rolling", "settled" and "complete" have one meaning, `specserve.pool_state`'s.
 """
 
 from __future__ import annotations
