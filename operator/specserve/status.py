@@ -90,12 +90,15 @@ class PoolHealth:
 
 
 def pool_moved(recorded: Iterable[Mapping[str, Any]], deployment: Mapping[str, Any]) -> bool:
-    """Whether a pool's live Deployment counts differ from what the SpecServe's status.pools last recorded of it
-    (a pool the status does not list has moved too)."""
-    live = PoolHealth.observe(str((deployment.get("metadata") or {}).get("name", "")), None, deployment)
+    """Whether a pool's live Deployment counts (or its progress deadline) differ from what the SpecServe's
+    status.pools last recorded of it (a pool the status does not list has moved too)."""
+    counts = read_pool(deployment)
     for pool in recorded:
-        if pool.get("name") == live.name:
-            return (int(pool.get("ready") or 0), int(pool.get("updated") or 0)) != (live.ready, live.updated)
+        if pool.get("name") == counts.name:
+            if (int(pool.get("ready") or 0), int(pool.get("updated") or 0)) != (counts.ready, counts.updated):
+                return True
+            # The progress deadline passing changes no count: it is news all the same (named within one event).
+            return bool((pool.get("failure") or {}).get("deadlineExceeded")) != counts.deadline_exceeded
     return True
 
 

@@ -17,7 +17,7 @@ from specserve.reconcile.autoscalers import autoscaler_conflicts
 from specserve.reconcile.causes import pool_cause, pool_causes
 from specserve.reconcile.intent import TEMPLATE_HASH, live_pool, template_hash, with_template_hash
 from specserve.reconcile.rollout import DesiredPool, LivePool, World, plan
-from specserve.status import Observation, PoolHealth, RouteHealth, new_failures, observed_status
+from specserve.status import Observation, PoolHealth, RouteHealth, new_failures, observed_status, pool_moved
 from specserve.switching.pools import pool_states
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import MINIMAL, with_
@@ -358,3 +358,13 @@ async def test_a_stuck_pool_is_named_in_one_pass_with_one_warning() -> None:
     assert not any(r == "ImagePullBackOff" for r, _ in again.warnings)  # once per new cause
     weights = kube.route_weights()
     assert weights[stuck] == 0 and weights[other] == 100
+
+
+def test_the_deadline_passing_moves_a_pool_for_the_watch() -> None:
+    recorded = [{"role": "speculative", "name": SPEC, "desired": 2, "ready": 0, "updated": 2}]
+    live = {**deployment(ready=0), "metadata": {"name": SPEC, "generation": 3}}
+    assert not pool_moved(recorded, live)
+    live["status"]["conditions"] = [{"type": "Progressing", **DEADLINE}]
+    assert pool_moved(recorded, live)  # no count changed, but the controller gave up: reconcile now
+    recorded[0]["failure"] = {"reason": "ProgressDeadlineExceeded", "deadlineExceeded": True}
+    assert not pool_moved(recorded, live)

@@ -18,6 +18,7 @@ from specserve.api.models import ConditionStatus, Mode, PoolFailure, SpecServe, 
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
+from specserve.pool_state import read_pool
 from specserve.reconcile.apply import Applied, Kube, Snapshot, apply_changed, owned_by, prune, snapshot
 from specserve.reconcile.autoscalers import autoscaler_conflicts
 from specserve.reconcile.causes import Cause, pool_causes
@@ -180,6 +181,15 @@ async def reconcile(
     )
 
 
+def _template_applied(name: str, snap: Snapshot, applied: Applied) -> bool:
+    """Whether this pass applied a new pod template to the pool (a scale or a drift repair is none)."""
+    key = f"{DEPLOYMENT.kind}/{name}"
+    if key not in applied.applied or key not in applied.live:
+        return False
+    before = snap.owned.get(key)
+    return before is None or read_pool(before).template_hash != read_pool(applied.live[key]).template_hash
+
+
 def _rendered_replicas(desired: list[JSON]) -> dict[str, int | None]:
     """Desired pool -> its rendered replica count (None: the Deployment leaves it to an autoscaler)."""
     return {m["metadata"]["name"]: m["spec"].get("replicas") for m in desired if m["kind"] == DEPLOYMENT.kind}
@@ -312,7 +322,7 @@ def _observe(
     # The rendered count; None when the Deployment leaves replicas to an autoscaler (the live count is the truth).
     wanted = _rendered_replicas(desired)
     # A cause read before this pass applied a new template belongs to the pods that template replaces.
-    failures = {n: _failure(c) for n, c in (causes or {}).items() if f"{DEPLOYMENT.kind}/{n}" not in applied.applied}
+    failures = {n: _failure(c) for n, c in (causes or {}).items() if not _template_applied(n, snap, applied)}
     health = {
         p.name: PoolHealth.observe(
             p.name, wanted.get(p.name), live.get(f"{DEPLOYMENT.kind}/{p.name}"), p.role, failures.get(p.name)
