@@ -60,6 +60,19 @@ def warnings_posted(api: FakeApiServer, reason: str, since: int = 0) -> list[JSO
     ]
 
 
+def timeline(api: FakeApiServer, since: int) -> str:
+    """The status writes and events since `since`, for a failure message."""
+    out = []
+    for r in api.requests[since:]:
+        if r.plural == "events" and r.method == "POST":
+            out.append(f"event {(r.body or {}).get('reason')}")
+        elif r.plural == "specserves" and r.method == "PATCH":
+            pools = ((r.body or {}).get("status") or {}).get("pools")
+            failures = [(p["name"], (p.get("failure") or {}).get("reason")) for p in pools or []]
+            out.append(f"PATCH {r.subresource} {r.headers.get('User-Agent', '')[:20]} pools={failures}")
+    return "\n".join(out)
+
+
 def args(api: FakeApiServer, name: str) -> list[str]:
     d = api.get(DEPLOYMENTS, NS, name) or {}
     return list(d["spec"]["template"]["spec"]["containers"][0]["args"])
@@ -194,7 +207,7 @@ async def test_a_stuck_roll_is_named_and_the_other_pool_is_contained(
             assert weights(fake) == {SPEC: 0, BASE: 100}, "traffic left the Ready pool"
             await asyncio.sleep(RESYNC / 5)
         assert not task.done()
-        assert len(warnings_posted(fake, reason, start)) == 1
+        assert len(warnings_posted(fake, reason, start)) == 1, timeline(fake, start)
         assert failure(fake, BASE) == {}  # the healthy pool reports none
         kubelet.hold.clear()  # the user fixes what was wrong: the roll resumes and the cause goes
         fake.delete(PODS, NS, f"{SPEC}-7d9f-0")

@@ -368,3 +368,14 @@ def test_the_deadline_passing_moves_a_pool_for_the_watch() -> None:
     assert pool_moved(recorded, live)  # no count changed, but the controller gave up: reconcile now
     recorded[0]["failure"] = {"reason": "ProgressDeadlineExceeded", "deadlineExceeded": True}
     assert not pool_moved(recorded, live)
+
+
+async def test_unreadable_pods_keep_the_reported_cause() -> None:
+    kube = FakeKube()
+    kube.fail[("list", "Pod")] = KubeError(500, "etcdserver: request timed out")
+    owned = {"Deployment/m-spec": {**deployment(replicas=1, ready=0), "spec": {"replicas": 1}}}
+    reported = {SPEC: pool_cause(NOT_DONE, [pod(waiting="ImagePullBackOff", message="x")])}
+    assert reported[SPEC] is not None
+    kept = await pool_causes(kube, "ns", "m", owned, {SPEC: 1}, {k: v for k, v in reported.items() if v})
+    assert kept[SPEC].reason == "ImagePullBackOff"  # unknown is not healthy
+    assert await pool_causes(kube, "ns", "m", owned, {SPEC: 1}) == {}

@@ -114,25 +114,31 @@ def needs_pods(counts: PoolCounts, rendered: int | None) -> bool:
 
 
 async def pool_causes(
-    kube: Kube, namespace: str, instance: str, owned: Mapping[str, JSON], rendered: Mapping[str, int | None]
-) -> dict[str, Cause]:
+    kube: Kube, namespace: str, instance: str, owned: Mapping[str, JSON], rendered: Mapping[str, int | None],
+    previous: Mapping[str, Cause] | None = None,
+) -> dict[str, Cause]:  # fmt: skip
     """Deployment name -> its failure, for this SpecServe's owned Deployments. `rendered`: the rendered replica
-    count per desired pool (None: an autoscaler owns it; absent: a pool no longer rendered)."""
+    count per desired pool (None: an autoscaler owns it; absent: a pool no longer rendered). `previous`: the
+    causes the last status reported, kept while the pods cannot be read (unknown is not "healthy": dropping
+    them would also post their event again when the read succeeds)."""
     deployments = [v for k, v in owned.items() if k.startswith(f"{DEPLOYMENT.kind}/")]
     counts = {d["metadata"]["name"]: read_pool(d) for d in deployments}
     out: dict[str, Cause] = {}
     if not any(needs_pods(c, rendered.get(n)) for n, c in counts.items()):
         return out  # the steady state: no LIST
+    pods: list[JSON] | None
     try:
         pods = await kube.list(POD, namespace, {LABEL_INSTANCE: instance})
     except KubeError as exc:  # the causes are a report: the reconcile goes on without them
         log.warning("pods of %s/%s not read: %s", namespace, instance, exc)
-        pods = []
+        pods = None
     for d in deployments:
         name = d["metadata"]["name"]
         if not needs_pods(counts[name], rendered.get(name)):
             continue
-        cause = pool_cause(counts[name], [p for p in pods if selects(d, p)])
+        cause = pool_cause(counts[name], [p for p in pods or [] if selects(d, p)])
+        if cause is None and pods is None and (kept := (previous or {}).get(name)) is not None:
+            cause = None if kept.deadline_exceeded else kept  # the deadline is the Deployment's word, read now
         if cause is not None:
             out[name] = cause
     return out

@@ -153,7 +153,7 @@ async def reconcile(
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
     rendered = _rendered_replicas(desired)
-    causes = await pool_causes(kube, meta.namespace, meta.name, snap.owned, rendered)
+    causes = await pool_causes(kube, meta.namespace, meta.name, snap.owned, rendered, _reported_causes(old))
     autoscaling = await autoscaler_conflicts(kube, meta.namespace, snap.owned, rendered, _conflict_reported(old))
     the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old, causes))
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
@@ -193,6 +193,14 @@ def _template_applied(name: str, snap: Snapshot, applied: Applied) -> bool:
 def _rendered_replicas(desired: list[JSON]) -> dict[str, int | None]:
     """Desired pool -> its rendered replica count (None: the Deployment leaves it to an autoscaler)."""
     return {m["metadata"]["name"]: m["spec"].get("replicas") for m in desired if m["kind"] == DEPLOYMENT.kind}
+
+
+def _reported_causes(old: SpecServeStatus) -> dict[str, Cause]:
+    return {
+        p.name: Cause(p.failure.reason, p.failure.message, p.failure.deadline_exceeded)
+        for p in old.pools
+        if p.failure is not None
+    }
 
 
 def _conflict_reported(old: SpecServeStatus) -> bool:
