@@ -116,8 +116,14 @@ def _progress(status: Mapping[str, Any]) -> Progress | None:
 
 
 def _owns_template(fields: Any) -> bool:
+    """Owns pod template fields beyond annotations (`kubectl rollout restart` stamps one: no edit of ours)."""
     spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
-    return isinstance(spec, Mapping) and "f:template" in spec
+    template = spec.get("f:template") if isinstance(spec, Mapping) else None
+    if not isinstance(template, Mapping):
+        return False
+    meta = template.get("f:metadata")
+    only_annotations = isinstance(meta, Mapping) and set(meta) <= {".", "f:annotations"}
+    return any(k != "." for k in template if k != "f:metadata") or (meta is not None and not only_annotations)
 
 
 def foreign_template_owner(live: Mapping[str, Any]) -> bool:

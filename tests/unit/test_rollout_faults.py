@@ -12,7 +12,7 @@ from specserve.api.models import ConditionStatus, PoolFailure, SpecServeStatus, 
 from specserve.api.validation import parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import HORIZONTALPODAUTOSCALER, Kind
-from specserve.pool_state import read_pool
+from specserve.pool_state import foreign_template_owner, read_pool
 from specserve.reconcile.autoscalers import autoscaler_conflicts
 from specserve.reconcile.causes import pool_cause, pool_causes
 from specserve.reconcile.intent import TEMPLATE_HASH, live_pool, template_hash, with_template_hash
@@ -379,3 +379,14 @@ async def test_unreadable_pods_keep_the_reported_cause() -> None:
     kept = await pool_causes(kube, "ns", "m", owned, {SPEC: 1}, {k: v for k, v in reported.items() if v})
     assert kept[SPEC].reason == "ImagePullBackOff"  # unknown is not healthy
     assert await pool_causes(kube, "ns", "m", owned, {SPEC: 1}) == {}
+
+
+def test_a_rollout_restart_stamp_is_no_hand_edit() -> None:
+    restart = {"manager": "kubectl-rollout", "operation": "Update", "fieldsV1": {"f:spec": {"f:template": {
+        "f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/restartedAt": {}}}}}}}  # fmt: skip
+    assert not foreign_template_owner({"metadata": {"managedFields": [restart]}})
+    edit = {"manager": "kubectl-edit", "operation": "Update",
+            "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}}  # fmt: skip
+    assert foreign_template_owner({"metadata": {"managedFields": [restart, edit]}})
+    ours = {"manager": "specserve", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {}}}}}
+    assert not foreign_template_owner({"metadata": {"managedFields": [ours]}})
