@@ -313,6 +313,9 @@ async def test_a_mutating_webhook_causes_no_perpetual_roll(
         await asyncio.sleep(RESYNC * 6)
         assert len(fake.requests) > start, "the resync did not run: the window proves nothing"
         assert [f"{w.method} {w.path}" for w in fake.writes_since(start)] == []
+        # The steady state reads no pod and no HPA: causes are looked for only while a pool is not complete.
+        extra = [r.path for r in fake.requests[start:] if r.plural in ("pods", "horizontalpodautoscalers")]
+        assert extra == [], extra
         assert {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)} == generations
         assert weights(fake) == {SPEC: 0, BASE: 100} and status_of(fake, "Progressing") == "False"
         # A real change still rolls, pool by pool, through the webhook.
