@@ -366,3 +366,26 @@ async def test_an_hpa_fighting_an_operator_sized_pool_is_reported_once(fake: Fak
             assert status_of(fake, "Ready") == "True"  # serving all along
         fake.delete(HPAS, NS, "base-hpa")
         await still_running(task, lambda: status_of(fake, "Degraded") == "False", what="the report cleared")
+
+
+async def test_weights_keep_following_the_target_while_a_pool_is_stuck(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    doc = copy.deepcopy(kimi_doc)
+    doc["spec"]["pools"]["speculative"] = {"replicas": 2}
+    controller = ScalingController(fake)
+
+    def target(speculative: int) -> None:  # the switching loop's decision, as it records it
+        fake.patch_status(SPECSERVES, NS, NAME, {"switching": {
+            "mode": "Speculative" if speculative >= 50 else "Baseline", "modeSince": "2026-12-01T00:00:00Z",
+            "weights": {"speculative": speculative, "baseline": 100 - speculative}}})  # fmt: skip
+
+    async with background(controller.run()), running(events=True) as task:
+        await serving(fake, doc)
+        controller.capacity[SPEC] = 1  # one speculative pod lost its node and cannot be rescheduled
+        await eventually(lambda: pool_status(fake, SPEC).get("ready") == 1, what="1/2 Ready")
+        failing_pod(fake, SPEC, unschedulable("0/4 nodes are available: 4 Insufficient nvidia.com/gpu."))
+        await still_running(task, lambda: failure(fake, SPEC).get("reason") == "Unschedulable", what="named")
+        for speculative in (40, 70):
+            target(speculative)
+            aim = {SPEC: speculative, BASE: 100 - speculative}
+            await still_running(task, lambda: weights(fake) == aim, what=f"the route at {aim}")  # noqa: B023
+        assert status_of(fake, "Ready") == "True"  # serving, one pod short
