@@ -7,10 +7,20 @@ it (as KServe does), so a bad spec edit does not mark a still-serving SpecServe 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from specserve.api.models import Condition, ConditionStatus, Mode, PoolStatus, SpecServeStatus, Strategy, Weights
+from specserve.api.models import (
+    Condition,
+    ConditionStatus,
+    Mode,
+    PoolFailure,
+    PoolStatus,
+    SpecServeStatus,
+    Strategy,
+    Weights,
+)
+from specserve.pool_state import read_pool
 
 READY = "Ready"
 SPECULATIVE_POOL_READY = "SpeculativePoolReady"
@@ -21,6 +31,7 @@ METRICS_AVAILABLE = "MetricsAvailable"
 SWITCHING = "Switching"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+AUTOSCALER_CONFLICT = "AutoscalerConflict"  # a Degraded reason: an autoscaler scales a pool the operator sizes
 CONDITION_ORDER = (
     READY,
     SPECULATIVE_POOL_READY,
@@ -36,58 +47,58 @@ CONDITION_ORDER = (
 
 @dataclass(frozen=True)
 class PoolHealth:
-    """A pool's Deployment as observed: None when it does not exist (yet)."""
+    """A pool's Deployment as observed (through the one reader, `specserve.pool_state`)."""
 
     name: str
     desired: int
     ready: int
     updated: int
-    up_to_date: bool  # the Deployment controller has seen the current spec
+    up_to_date: bool  # no template roll in flight (an unobserved scale is no roll)
     role: str = ""
+    failure: PoolFailure | None = None  # why its pods do not come up ("since" is filled by observed_status)
 
     @classmethod
-    def observe(cls, name: str, desired: int | None, live: Mapping[str, Any] | None, role: str = "") -> PoolHealth:
+    def observe(
+        cls, name: str, desired: int | None, live: Mapping[str, Any] | None, role: str = "",
+        failure: PoolFailure | None = None,
+    ) -> PoolHealth:  # fmt: skip
         """`desired` None: an autoscaler owns the count, so the live Deployment's spec.replicas is the truth."""
         if live is None:
-            return cls(name, desired or 0, 0, 0, False, role)
-        status = live.get("status") or {}
-        generation = (live.get("metadata") or {}).get("generation")
-        seen = status.get("observedGeneration")
-        # Without generation tracking (the test emulator), trust the replica counts alone.
-        up_to_date = generation is None or seen == generation
-        if desired is None:
-            desired = int((live.get("spec") or {}).get("replicas") or 0)
-        return cls(
-            name,
-            desired,
-            int(status.get("readyReplicas") or 0),
-            int(status.get("updatedReplicas") or 0),
-            up_to_date,
-            role,
-        )
+            return cls(name, desired or 0, 0, 0, False, role, failure)
+        counts = read_pool(live, name)
+        return cls(name, counts.wanted(desired), counts.ready, counts.updated, not counts.rolling, role, failure)
 
     def report(self) -> PoolStatus:
-        return PoolStatus(role=self.role, name=self.name, desired=self.desired, ready=self.ready, updated=self.updated)
+        return PoolStatus(
+            role=self.role, name=self.name, desired=self.desired, ready=self.ready, updated=self.updated,
+            failure=self.failure,
+        )  # fmt: skip
 
     def condition(self) -> tuple[ConditionStatus, str, str]:
+        counted = f"{self.ready}/{self.desired} pods of {self.name} ready"
         if self.desired == 0:
             return ConditionStatus.TRUE, "ScaledToZero", f"{self.name} has 0 replicas by spec"
         if self.up_to_date and self.ready >= self.desired and self.updated >= self.desired:
-            return ConditionStatus.TRUE, "PodsReady", f"{self.ready}/{self.desired} pods of {self.name} ready"
-        return (
-            ConditionStatus.FALSE,
-            "PodsNotReady",
-            f"{self.ready}/{self.desired} pods of {self.name} ready (model loading can take minutes)",
-        )
+            return ConditionStatus.TRUE, "PodsReady", counted
+        cause = f": {self.failure.reason}: {self.failure.message}" if self.failure is not None else ""
+        if self.up_to_date and self.ready >= 1:
+            # Pods of a scale-up still starting do not make a serving pool unready: it is scaling, not rolling.
+            return ConditionStatus.TRUE, "Scaling", f"{counted}; the others are starting{cause}"
+        if self.failure is not None:
+            return ConditionStatus.FALSE, self.failure.reason, f"{counted}: {self.failure.message}"
+        return ConditionStatus.FALSE, "PodsNotReady", f"{counted} (model loading can take minutes)"
 
 
 def pool_moved(recorded: Iterable[Mapping[str, Any]], deployment: Mapping[str, Any]) -> bool:
-    """Whether a pool's live Deployment counts differ from what the SpecServe's status.pools last recorded of it
-    (a pool the status does not list has moved too)."""
-    live = PoolHealth.observe(str((deployment.get("metadata") or {}).get("name", "")), None, deployment)
+    """Whether a pool's live Deployment counts (or its progress deadline) differ from what the SpecServe's
+    status.pools last recorded of it (a pool the status does not list has moved too)."""
+    counts = read_pool(deployment)
     for pool in recorded:
-        if pool.get("name") == live.name:
-            return (int(pool.get("ready") or 0), int(pool.get("updated") or 0)) != (live.ready, live.updated)
+        if pool.get("name") == counts.name:
+            if (int(pool.get("ready") or 0), int(pool.get("updated") or 0)) != (counts.ready, counts.updated):
+                return True
+            # The progress deadline passing changes no count: it is news all the same (named within one event).
+            return bool((pool.get("failure") or {}).get("deadlineExceeded")) != counts.deadline_exceeded
     return True
 
 
@@ -147,6 +158,7 @@ class Observation:
     dropped_parts: tuple[str, ...] = ()  # condition types of optional parts no longer requested
     conflicts: tuple[str, ...] = ()  # objects of our names that this SpecServe does not own
     read_errors: tuple[str, ...] = ()  # nothing was changed: conditions stay as they were
+    autoscaler_conflicts: tuple[str, ...] = ()  # pools whose replicas the operator owns and something else scales
 
 
 def set_condition(
@@ -219,12 +231,8 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
     for part in seen.parts:
         conds = set_condition(conds, part.type, part.status, part.reason, part.message, gen, now)
     conds = _loop_conditions(conds, seen.mode, gen, now)
-    if seen.progressing is not None:
-        conds = set_condition(conds, PROGRESSING, ConditionStatus.TRUE, *seen.progressing, gen, now)
-    else:
-        conds = set_condition(
-            conds, PROGRESSING, ConditionStatus.FALSE, "Settled", "every pool runs the current spec", gen, now
-        )
+    pools_seen = _with_since(previous, seen.pools, now)
+    conds = set_condition(conds, PROGRESSING, *_progressing(pools_seen, seen.progressing), gen, now)
 
     pools = [p for p in (seen.speculative_pool, seen.baseline_pool) if p is not None]
     waiting = [p.name for p in pools if p.condition()[0] != ConditionStatus.TRUE]
@@ -246,19 +254,63 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
         degraded = (ConditionStatus.TRUE, "Conflict", conflict)
     elif seen.problems:
         degraded = (ConditionStatus.TRUE, "ReconcileFailed", "; ".join(seen.problems))
+    elif seen.autoscaler_conflicts:
+        degraded = (ConditionStatus.TRUE, AUTOSCALER_CONFLICT, "; ".join(seen.autoscaler_conflicts))
     else:
         degraded = (ConditionStatus.FALSE, "AsExpected", "the spec is valid and applied")
     conds = set_condition(conds, DEGRADED, *degraded, gen, now)
-    failed = seen.problems or seen.conflicts
+    failed_apply = seen.problems or seen.conflicts
     return previous.model_copy(
         update={
-            "observed_generation": gen if not failed else previous.observed_generation,
+            "observed_generation": gen if not failed_apply else previous.observed_generation,
             "conditions": conds,
             "active_mode": seen.mode,
             "weights": seen.weights,
-            "pools": [p.report() for p in seen.pools],
+            "pools": [p.report() for p in pools_seen],
         }
     )
+
+
+def _progressing(pools: list[PoolHealth], step: tuple[str, str] | None) -> tuple[ConditionStatus, str, str]:
+    """A stuck or failed roll is not progressing: False with the cause, in the pods' or the Deployment's own
+    words (ProgressDeadlineExceeded first, the reason the switching loop rolls back on)."""
+    failed = [(p.name, p.failure) for p in pools if p.failure is not None]
+    if failed:
+        first = next((f for _, f in failed if f.deadline_exceeded), failed[0][1])
+        message = "; ".join(f"{name}: {f.reason}: {f.message}" for name, f in failed)
+        return ConditionStatus.FALSE, first.reason, message
+    if step is not None:
+        return ConditionStatus.TRUE, *step
+    return ConditionStatus.FALSE, "Settled", "every pool runs the current spec"
+
+
+def _with_since(previous: SpecServeStatus, pools: Iterable[PoolHealth], now: str) -> list[PoolHealth]:
+    """Each failure dated from when it was first seen: kept from the last status while the reason stays."""
+    before = {p.name: p.failure for p in previous.pools}
+    out = []
+    for pool in pools:
+        failure = pool.failure
+        if failure is not None and failure.since is None:
+            old = before.get(pool.name)
+            since = old.since if old is not None and old.reason == failure.reason and old.since else now
+            failure = failure.model_copy(update={"since": since})
+        out.append(replace(pool, failure=failure))
+    return out
+
+
+def new_failures(previous: SpecServeStatus, current: SpecServeStatus) -> tuple[tuple[str, str], ...]:
+    """(reason, message) of each cause the last status did not report: one Warning event per new cause."""
+    before = {p.name: p.failure.reason for p in previous.pools if p.failure is not None}
+    out = [
+        (p.failure.reason, f"{p.name}: {p.failure.message}")
+        for p in current.pools
+        if p.failure is not None and before.get(p.name) != p.failure.reason
+    ]
+    old = next((c for c in previous.conditions if c.type == DEGRADED), None)
+    new = next((c for c in current.conditions if c.type == DEGRADED), None)
+    if new is not None and new.reason == AUTOSCALER_CONFLICT and (old is None or old.message != new.message):
+        out.append((AUTOSCALER_CONFLICT, new.message))
+    return tuple(out)
 
 
 def invalid_status(

@@ -126,3 +126,21 @@ def test_canonicalized_quantities_are_not_drift() -> None:
     assert contains({"cpu": "500m", "memory": "1Gi"}, {"cpu": "0.5", "memory": "1024Mi"})
     assert not contains({"cpu": "1"}, {"cpu": "0.5"})
     assert not contains({"image": "sglang:0.5.23"}, {"image": "sglang:0.5.9"})
+
+
+def test_items_a_webhook_adds_to_keyed_pod_lists_are_no_drift() -> None:
+    manifest = rendered(MINIMAL)["Deployment/m-spec"]
+    live = server_objects.stored(with_applied_hash(manifest))
+    pod = live["spec"]["template"]["spec"]
+    pod["containers"].append({"name": "istio-proxy", "image": "proxy"})  # a sidecar injector
+    pod["containers"][0].setdefault("env", []).append({"name": "INJECTED", "value": "1"})
+    pod.setdefault("volumes", []).append({"name": "injected", "emptyDir": {}})
+    assert not needs_apply(live, manifest)
+    gone = copy.deepcopy(live)
+    gone["spec"]["template"]["spec"]["containers"] = gone["spec"]["template"]["spec"]["containers"][1:]
+    assert needs_apply(gone, manifest)  # our container removed by someone: drift
+
+
+def test_atomic_lists_still_compare_whole() -> None:
+    assert not contains({"args": ["--a", "1", "--b"]}, {"args": ["--a", "1"]})
+    assert not contains({"backendRefs": [{"name": "a"}, {"name": "b"}]}, {"backendRefs": [{"name": "a"}]})

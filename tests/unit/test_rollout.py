@@ -216,8 +216,9 @@ def test_a_single_pool_that_serves_nothing_restarts_without_announcement() -> No
 
 
 def test_an_autoscaled_pool_is_measured_against_its_live_replicas() -> None:
-    scaled = live(ENGINE, replicas=4, ready=3)  # the HPA set 4; 3 are ready
-    assert not plan(single(scaled, want=None)).settled
+    scaled = live(ENGINE, replicas=4, ready=3)  # the HPA set 4; 3 are ready: scaling, not rolling (issue 14)
+    assert not scaled.complete(desired(ENGINE, None)) and scaled.settled(desired(ENGINE, None))
+    assert plan(single(scaled, want=None)).settled
     assert plan(single(live(ENGINE, replicas=4, ready=4), want=None)).settled
     assert plan(single(live(ENGINE, current=False, replicas=4, ready=4), want=None)).downtime is None
 

@@ -88,10 +88,15 @@ RBAC rules, mirroring specserve.kube.rbac.REQUIRED_RULES (tests/chart checks bot
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors"]
   verbs: ["get", "list", "create", "patch", "delete"]
-# Read by the Direct metrics source (it scrapes the pods' /metrics); nothing watches pods.
+# Read by the Direct metrics source (it scrapes the pods' /metrics), and by the reconcile while a pool is not
+# complete (the pods' reasons say why a roll is stuck); nothing watches pods.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list"]
+# Listed only when another manager wrote the replicas of a pool the operator owns (names the autoscaler).
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -67,12 +67,33 @@ def _absent_equivalent(value: Any) -> bool:
     return isinstance(value, list) and not value
 
 
+# Pod-spec lists the server merges by key (x-kubernetes-list-type: map): an item another writer added (a
+# webhook's sidecar, injected env or volume) stays whatever we apply, so it is no drift of ours; re-applying
+# for it wrote on every pass. Atomic lists (args, tolerations, an HTTPRoute's backendRefs) still compare whole.
+LIST_MAP_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+}
+
+
+def _contains_by_key(live: Any, desired: list[Any], key: str) -> bool:
+    if live is None:
+        return not desired
+    if not isinstance(live, list) or not all(isinstance(d, dict) and key in d for d in desired):
+        return False
+    by_key = {item.get(key): item for item in live if isinstance(item, dict)}
+    return all(d[key] in by_key and contains(by_key[d[key]], d) for d in desired)
+
+
 def contains(live: Any, desired: Any) -> bool:
     """Does `live` hold every field of `desired`, modulo what the server normalises?"""
     if isinstance(desired, dict):
         if not isinstance(live, dict):
             return live is None and _absent_equivalent(desired)
-        return all(contains(live[k], v) if k in live else _absent_equivalent(v) for k, v in desired.items())
+        return all(_contains_field(live, k, v) if k in live else _absent_equivalent(v) for k, v in desired.items())
     if isinstance(desired, list):
         if live is None:
             return not desired
@@ -88,6 +109,12 @@ def contains(live: Any, desired: Any) -> bool:
     if live is None:
         return _absent_equivalent(desired)
     return bool(live == desired)
+
+
+def _contains_field(live: dict[str, Any], key: str, desired: Any) -> bool:
+    if key in LIST_MAP_KEYS and isinstance(desired, list) and desired and isinstance(live[key], list):
+        return _contains_by_key(live[key], desired, LIST_MAP_KEYS[key])
+    return contains(live[key], desired)
 
 
 def _same_quantity(a: str, b: str) -> bool:

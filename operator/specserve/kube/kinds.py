@@ -32,6 +32,7 @@ PODMONITOR = Kind("monitoring.coreos.com/v1", "PodMonitor", "podmonitors")
 PODDISRUPTIONBUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
 NETWORKPOLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
 POD = Kind("v1", "Pod", "pods")
+HORIZONTALPODAUTOSCALER = Kind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
 SPECSERVE = Kind("specserve.io/v1alpha1", "SpecServe", "specserves")
 
 # Every kind a SpecServe may own, in apply order (config before the pods that mount it).
@@ -45,7 +46,7 @@ OWNED_KINDS: tuple[Kind, ...] = (
     HTTPROUTE,
     PODMONITOR,
 )
-_BY_KEY = {(k.api_version, k.kind): k for k in (*OWNED_KINDS, POD, SPECSERVE)}
+_BY_KEY = {(k.api_version, k.kind): k for k in (*OWNED_KINDS, POD, HORIZONTALPODAUTOSCALER, SPECSERVE)}
 
 
 def kind_of(manifest: dict[str, Any]) -> Kind:

@@ -38,7 +38,12 @@ REQUIRED_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("monitoring.coreos.com", "podmonitors", ("get", "list", "create", "patch", "delete")),
     # Pods are only read, in the watched namespaces: the Direct metrics source lists a SpecServe's pods to
     # scrape their /metrics. No watch: nothing follows pod events.
+    # Also by the reconcile, only while a pool is not complete: the pods' reasons (ImagePullBackOff, OOMKilled,
+    # Unschedulable) name why a roll is stuck.
     PolicyRule("", "pods", ("get", "list")),
+    # HPAs are listed only when another manager wrote the replicas of a pool the operator owns: to name the
+    # autoscaler that fights it.
+    PolicyRule("autoscaling", "horizontalpodautoscalers", ("list",)),
     # kopf posts Kubernetes events for warnings and handler outcomes.
     PolicyRule("", "events", ("create", "patch")),
     PolicyRule("events.k8s.io", "events", ("create", "patch")),

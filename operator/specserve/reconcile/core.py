@@ -14,11 +14,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from specserve.api.install_policy import InstallPolicy, check_install_policy
-from specserve.api.models import ConditionStatus, Mode, RolloutState, SpecServe, SpecServeStatus, Strategy, Weights
+from specserve.api.models import (
+    ConditionStatus,
+    Mode,
+    PoolFailure,
+    RolloutState,
+    SpecServe,
+    SpecServeStatus,
+    Strategy,
+    Weights,
+)
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
+from specserve.pool_state import read_pool
 from specserve.reconcile.apply import Applied, Kube, Snapshot, apply_changed, owned_by, prune, snapshot
+from specserve.reconcile.autoscalers import autoscaler_conflicts
+from specserve.reconcile.causes import Cause, pool_causes
 from specserve.reconcile.intent import (
     JSON,
     desired_pool,
@@ -34,7 +46,9 @@ from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
+    AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
+    DEGRADED,
     POD_MONITOR_READY,
     RECONCILE_MANAGER,
     SPECULATIVE_POOL_READY,
@@ -43,6 +57,7 @@ from specserve.status import (
     PoolHealth,
     RouteHealth,
     invalid_status,
+    new_failures,
     observed_status,
     reconcile_fields,
     reconcile_fields_differ,
@@ -139,7 +154,10 @@ async def reconcile(
         return Outcome(status_written=stored is not None, status=new, stored=stored)
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
-    world = _world(obj, tgt, the_pools, desired, snap, old)
+    rendered = _rendered_replicas(desired)
+    causes = await pool_causes(kube, meta.namespace, meta.name, snap.owned, rendered, _reported_causes(old))
+    autoscaling = await autoscaler_conflicts(kube, meta.namespace, snap.owned, rendered, _conflict_reported(old))
+    world = _world(obj, tgt, the_pools, desired, snap, old, causes)
     the_plan = _await_gateway(
         plan(world), world, snap.owned.get(route_key), old, obj.spec.routing.settle_seconds, now()
     )
@@ -151,7 +169,8 @@ async def reconcile(
     pruned, prune_failures = ([], []) if applied.failed else await _prune(kube, obj, desired, snap, the_plan)
 
     live = {**snap.owned, **applied.live}
-    seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
+    seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures, causes,
+                    autoscaling)  # fmt: skip
     new = observed_status(old, seen, now())
     moved = route_backends(snap.owned.get(route_key)) != route_backends(live.get(route_key))
     state = _rollout_state(old, world, the_plan, now() if moved else None, _refused(old, desired, applied))
@@ -163,7 +182,7 @@ async def reconcile(
         status_written=stored is not None,
         status=new,
         stored=stored,
-        warnings=_warnings(old, the_plan, applied),
+        warnings=_warnings(old, the_plan, applied) + new_failures(old, new),
         held=tuple(sorted(the_plan.held | {k.partition("/")[2] for k in applied.held})),
     )
 
@@ -206,13 +225,50 @@ async def _apply_traffic_first(
     return out
 
 
+def _template_applied(name: str, snap: Snapshot, applied: Applied) -> bool:
+    """Whether this pass applied a new pod template to the pool (a scale or a drift repair is none)."""
+    key = f"{DEPLOYMENT.kind}/{name}"
+    if key not in applied.applied or key not in applied.live:
+        return False
+    before = snap.owned.get(key)
+    return before is None or read_pool(before).template_hash != read_pool(applied.live[key]).template_hash
+
+
+def _rendered_replicas(desired: list[JSON]) -> dict[str, int | None]:
+    """Desired pool -> its rendered replica count (None: the Deployment leaves it to an autoscaler)."""
+    return {m["metadata"]["name"]: m["spec"].get("replicas") for m in desired if m["kind"] == DEPLOYMENT.kind}
+
+
+def _reported_causes(old: SpecServeStatus) -> dict[str, Cause]:
+    return {
+        p.name: Cause(p.failure.reason, p.failure.message, p.failure.deadline_exceeded)
+        for p in old.pools
+        if p.failure is not None
+    }
+
+
+def _conflict_reported(old: SpecServeStatus) -> bool:
+    return any(c.type == DEGRADED and c.reason == AUTOSCALER_CONFLICT for c in old.conditions)
+
+
+def _failure(cause: Cause | None) -> PoolFailure | None:
+    if cause is None:
+        return None
+    return PoolFailure(
+        reason=cause.reason[:256], message=cause.message[:4096], deadline_exceeded=cause.deadline_exceeded
+    )
+
+
 def _world(
         obj: SpecServe, tgt: Target, the_pools: list[Pool], desired: list[JSON], snap: Snapshot,
-        old: SpecServeStatus,
+        old: SpecServeStatus, causes: Mapping[str, Cause] | None = None,
 ) -> World:  # fmt: skip
     deployments = {m["metadata"]["name"]: m for m in desired if m["kind"] == DEPLOYMENT.kind}
+    causes = causes or {}
     live = {
-        item["metadata"]["name"]: live_pool(item, deployments.get(item["metadata"]["name"]))
+        (name := item["metadata"]["name"]): live_pool(
+            item, deployments.get(name), causes[name].reason if name in causes else None
+        )
         for key, item in snap.owned.items()
         if key.startswith(f"{DEPLOYMENT.kind}/")
     }
@@ -372,17 +428,27 @@ def _observe(
     snap: Snapshot,
     applied: Applied,
     prune_failures: list[str],
+    causes: Mapping[str, Cause] | None = None,
+    autoscaling: tuple[str, ...] = (),
 ) -> Observation:
     # The rendered count; None when the Deployment leaves replicas to an autoscaler (the live count is the truth).
-    wanted = {m["metadata"]["name"]: m["spec"].get("replicas") for m in desired if m["kind"] == DEPLOYMENT.kind}
+    wanted = _rendered_replicas(desired)
+    # A cause read before this pass applied a new template belongs to the pods that template replaces.
+    failures = {n: _failure(c) for n, c in (causes or {}).items() if not _template_applied(n, snap, applied)}
     health = {
-        p.name: PoolHealth.observe(p.name, wanted.get(p.name), live.get(f"{DEPLOYMENT.kind}/{p.name}"), p.role)
+        p.name: PoolHealth.observe(
+            p.name, wanted.get(p.name), live.get(f"{DEPLOYMENT.kind}/{p.name}"), p.role, failures.get(p.name)
+        )
         for p in the_pools
     }
     flavours = {p.name: p.flavour.speculative for p in the_pools}
     replaced = [
         PoolHealth.observe(
-            item["metadata"]["name"], None, item, (item["metadata"].get("labels") or {}).get(LABEL_POOL, "")
+            item["metadata"]["name"],
+            None,
+            item,
+            (item["metadata"].get("labels") or {}).get(LABEL_POOL, ""),
+            failures.get(item["metadata"]["name"]),
         )
         for key, item in live.items()
         if key.startswith(f"{DEPLOYMENT.kind}/") and item["metadata"]["name"] not in health
@@ -411,6 +477,7 @@ def _observe(
         parts=_parts(obj, old, applied, live),
         dropped_parts=() if obj.spec.monitoring.pod_monitor else (POD_MONITOR_READY,),
         conflicts=tuple(snap.conflicts),
+        autoscaler_conflicts=autoscaling,
     )
 
 

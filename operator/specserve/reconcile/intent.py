@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from specserve.kube.drift import contains
+from specserve.pool_state import TEMPLATE_HASH, read_pool
 from specserve.reconcile.rollout import DesiredPool, LivePool
 
 JSON = dict[str, Any]
-# On the Deployment (not its pod template, which would roll the pods again): which template we applied.
-TEMPLATE_HASH = "specserve.io/template-hash"
+__all__ = ["TEMPLATE_HASH"]  # re-exported: the annotation is read by specserve.pool_state
 
 
 def ref(manifest: Mapping[str, Any]) -> str:
@@ -57,25 +57,20 @@ def desired_pool(deployment: Mapping[str, Any]) -> DesiredPool:
     )
 
 
-def live_pool(live: Mapping[str, Any], desired: Mapping[str, Any] | None) -> LivePool:
-    """What the Deployment controller reports, and whether the live pod template is the one we want now:
-    our template hash on the Deployment, and no hand edit of the template since."""
-    meta, spec, status = live.get("metadata") or {}, live.get("spec") or {}, live.get("status") or {}
+def live_pool(live: Mapping[str, Any], desired: Mapping[str, Any] | None, failure: str | None = None) -> LivePool:
+    """What the Deployment controller reports (through the one reader, `specserve.pool_state`), and whether the
+    live pod template is the one we want now.
+
+    Current means our template hash is on the Deployment (the intent we applied), and no other field manager
+    has edited the template since. The live template's content is not compared when nobody else wrote it: a
+    mutating webhook (a sidecar, an injected env or volume, an image rewritten to a mirror) changes the stored
+    template in our own request, and comparing content made such a pool "never current", drained forever."""
+    counts = read_pool(live)
     current = False
-    if desired is not None:
-        hash_ = (meta.get("annotations") or {}).get(TEMPLATE_HASH)
-        current = hash_ == template_hash(desired) and contains(spec.get("template"), desired["spec"]["template"])
-    replicas = spec.get("replicas")
-    return LivePool(
-        name=meta["name"],
-        template_current=current,
-        generation=meta.get("generation"),
-        observed_generation=status.get("observedGeneration"),
-        spec_replicas=None if replicas is None else _int(replicas),
-        replicas=_int(status.get("replicas")),
-        ready=_int(status.get("readyReplicas")),
-        updated=_int(status.get("updatedReplicas")),
-    )
+    if desired is not None and counts.template_hash == template_hash(desired):
+        spec = live.get("spec") or {}
+        current = not counts.foreign_template or contains(spec.get("template"), desired["spec"]["template"])
+    return LivePool(**vars(counts), template_current=current, failure=failure)
 
 
 def route_backends(route: Mapping[str, Any] | None) -> dict[str, int] | None:

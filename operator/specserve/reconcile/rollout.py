@@ -11,13 +11,19 @@ The rules, in the order they protect serving capacity:
 - one pool at a time: a Ready pool whose pod template changes first loses its traffic to another Ready pool,
   then rolls; the next pool waits until it is Ready again. A pool that serves nothing rolls at once;
 - a single-replica pool without surge and without another Ready pool cannot roll without downtime: the
-  planner announces it first and acts on the next pass.
+  planner announces it first and acts on the next pass;
+- a failed pool (its pods report a cause, or its Deployment ProgressDeadlineExceeded) is contained, never
+  reverted: the other pool does not roll while it is failed; weights keep following the target between the
+  pools that can serve;
+- a scale is no roll: "rolling", "settled" and "complete" have one meaning, `specserve.pool_state`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from specserve.pool_state import PoolCounts
 
 DOWNTIME_REASON = "DowntimeAhead"
 
@@ -36,36 +42,28 @@ class DesiredPool:
 
 
 @dataclass(frozen=True)
-class LivePool:
-    """A Deployment this SpecServe owns, as the API server reports it."""
+class LivePool(PoolCounts):
+    """A Deployment this SpecServe owns, as the API server reports it (read by `specserve.pool_state`, which
+    gives "rolling", "settled" and "complete" their one meaning)."""
 
-    name: str
-    template_current: bool  # its pod template is the desired one (False for pools no longer rendered)
-    generation: int | None
-    observed_generation: int | None
-    spec_replicas: int | None
-    replicas: int  # pods of every ReplicaSet
-    ready: int
-    updated: int  # pods of the current template
-
-    @property
-    def serving(self) -> bool:
-        return self.ready > 0
+    template_current: bool = False  # its pod template is the desired one (False for pools no longer rendered)
+    failure: str | None = None  # why its pods do not come up (a pod's reason, ProgressDeadlineExceeded), if so
 
     @property
     def mid_roll(self) -> bool:
-        """The Deployment controller has not caught up, or pods of an older template still run."""
-        unseen = self.generation is not None and (self.observed_generation or 0) < self.generation
-        return unseen or self.replicas > self.updated
+        """A template roll is in flight (a scale is not one)."""
+        return self.rolling
 
     def want(self, desired: DesiredPool | None) -> int:
-        if desired is not None and desired.replicas is not None:
-            return desired.replicas
-        return self.spec_replicas if self.spec_replicas is not None else 1
+        return self.wanted(desired.replicas if desired is not None else None)
 
     def settled(self, desired: DesiredPool | None) -> bool:
-        want = self.want(desired)
-        return not self.mid_roll and self.updated >= want and self.ready >= want
+        """Not rolling, and serving when anything is wanted: pods still coming up after a scale-up are "scaling"."""
+        return self.is_settled(desired.replicas if desired is not None else None)
+
+    def complete(self, desired: DesiredPool | None) -> bool:
+        """Every wanted pod Ready and of the current template."""
+        return self.is_complete(desired.replicas if desired is not None else None)
 
 
 @dataclass(frozen=True)
@@ -175,17 +173,22 @@ def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft)
 
 
 def _busy(live: LivePool | None, pool: DesiredPool) -> bool:
-    """Rolling or loading now (or rolled at once this pass): another pool must not roll meanwhile."""
+    """Rolling, loading or failed now (or rolled at once this pass): another pool must not roll meanwhile."""
     if live is None or live.want(pool) == 0:
         return False
     if not live.template_current:
         return not live.serving  # rolls at once this pass
-    return not live.settled(pool)
+    # A failed pool is contained: the other pool does not roll while it cannot take the traffic back.
+    return not live.settled(pool) or live.failure is not None
 
 
 def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPool, draft: _Draft) -> None:
     # Pools that can carry this one's traffic while it rolls: Ready, and not rolling themselves.
-    others = [n for n, live in world.live.items() if n != pool.name and live.serving and live.settled(desired.get(n))]
+    others = [
+        n
+        for n, live in world.live.items()
+        if n != pool.name and live.serving and live.settled(desired.get(n)) and live.failure is None
+    ]
     live = world.live[pool.name]
     if others:
         draft.draining.add(pool.name)
@@ -221,7 +224,7 @@ def _new_side_ready(world: World) -> bool:
     if not wanted:
         return not world.excluded  # everything is scaled to zero by spec: nothing to wait for
     return any(
-        (live := world.live.get(p.name)) is not None and live.template_current and live.settled(p) and live.serving
+        (live := world.live.get(p.name)) is not None and live.template_current and live.complete(p) and live.serving
         for p in wanted
     )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
+from specserve.pool_state import read_pool
 from specserve.render.manifests import pools
 
 PROGRESSING = "Progressing"  # the reconcile's rollout condition
@@ -22,24 +23,36 @@ class PoolState:
     speculative: bool  # serves speculatively in the target mode (Restart's one pool flips with the mode)
     desired: int
     ready: int
-    settled: bool  # the Deployment controller has rolled out the current template to every pod
+    # `specserve.pool_state`'s one meaning: no template roll in flight and at least one Ready pod (pods of a
+    # scale-up still starting leave a serving pool settled: "scaling", not "rolling").
+    settled: bool
+    complete: bool = False  # settled with every wanted pod Ready
+    deadline_exceeded: bool = False  # the Deployment reports ProgressDeadlineExceeded for its current spec
 
 
 def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[str, Any]]) -> tuple[PoolState, ...]:
+    """Each pool of the target mode, read through the one Deployment reader."""
     out = []
     for pool in pools(obj, mode):
         live = deployments.get(pool.name)
         if live is None:
             out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, pool.replicas, 0, False))
             continue
-        spec, status = live.get("spec") or {}, live.get("status") or {}
-        desired = int(spec.get("replicas", pool.replicas))  # an external autoscaler may own the count
-        generation = (live.get("metadata") or {}).get("generation")
-        seen = generation is None or status.get("observedGeneration") in (None, generation)
-        ready = int(status.get("readyReplicas") or 0)
-        updated = int(status.get("updatedReplicas") or 0)
-        settled = seen and ready >= desired and updated >= desired
-        out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, desired, ready, settled))
+        counts = read_pool(live, pool.name)
+        # The live count: an external autoscaler may own it (read_pool falls back to the server's default, 1).
+        rendered = counts.spec_replicas if counts.spec_replicas is not None else pool.replicas
+        out.append(
+            PoolState(
+                pool.role,
+                pool.name,
+                pool.flavour.speculative,
+                counts.wanted(rendered),
+                counts.ready,
+                counts.is_settled(rendered),
+                counts.is_complete(rendered),
+                counts.deadline_exceeded,
+            )
+        )
     return tuple(out)
 
 
