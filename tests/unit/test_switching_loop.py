@@ -176,7 +176,8 @@ def make_world(doc: Mapping[str, Any], names: Sequence[str] = ("kimi-k25",), **m
         # The reconcile realising the target: the route now carries the decided weights.
         triggered.append(item.body["metadata"]["name"])
         switching = item.body["status"]["switching"]
-        item.body = {**item.body, "status": {**item.body["status"], "weights": switching["weights"]}}
+        if switching.get("weights") is not None:
+            item.body = {**item.body, "status": {**item.body["status"], "weights": switching["weights"]}}
 
     loop = SwitchingLoop(
         registry, kube, FakeReaders(prom), policy, trigger, LoopConfig(prometheus_url="http://prom:9090"),
@@ -251,12 +252,77 @@ async def test_no_new_decision_while_the_previous_one_has_not_converged(world: W
     assert world.status()["switching"]["weights"] == {"speculative": 100, "baseline": 0}  # held
 
 
-async def test_pods_not_ready_mean_converging(kimi_doc: dict[str, Any]) -> None:
+async def test_a_pool_without_ready_pods_does_not_freeze_traffic_split(kimi_doc: dict[str, Any]) -> None:
+    # A stuck or failed pool: weights between the Ready pools keep following load (the sample says which are Ready).
     w = make_world(kimi_doc)
     w.kube.deployments[0]["status"]["readyReplicas"] = 0
     await w.round_at(100)
-    assert w.policy.calls[-1][2] is True
+    assert w.policy.calls[-1][2] is False
     assert w.policy.calls[-1][1].speculative is not None and w.policy.calls[-1][1].speculative.ready_replicas == 0
+
+
+def restart_world(kimi_doc: dict[str, Any], status: JSON) -> World:
+    doc = copy.deepcopy(kimi_doc)
+    doc["spec"]["strategy"] = "Restart"
+    w = make_world(doc)
+    tracked = w.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    tracked.body["status"] = status
+    w.kube.deployments = [deployment("kimi-k25-engine")]
+    return w
+
+
+RESTARTED = {
+    "activeMode": "Speculative",  # what serves: the roll into Baseline has not settled
+    "switching": {"mode": "Baseline", "modeSince": "1970-01-01T00:01:40Z", "lastSwitch": "1970-01-01T00:01:40Z",
+                  "restarts": ["1970-01-01T00:01:40Z"]},
+    "lastDecision": {"time": "1970-01-01T00:01:40Z", "fromMode": "Speculative", "toMode": "Baseline",
+                     "reason": "regret > cost", "action": "Restart", "applied": True},
+}  # fmt: skip
+DEADLINE = {"role": "engine", "name": "kimi-k25-engine", "desired": 1, "ready": 0, "updated": 1,
+            "failure": {"reason": "ProgressDeadlineExceeded", "message": "ReplicaSet has timed out progressing.",
+                        "deadlineExceeded": True}}  # fmt: skip
+
+
+async def test_a_restart_whose_roll_ran_past_its_deadline_is_rolled_back_and_the_mode_barred(
+    kimi_doc: dict[str, Any],
+) -> None:
+    w = restart_world(kimi_doc, {**copy.deepcopy(RESTARTED), "pools": [DEADLINE]})
+    w.prom.demand["kimi-k25"] = None  # the load is unknown too: the rollback does not wait for it
+    await w.round_at(400)
+    switching = w.status()["switching"]
+    assert switching["mode"] == "Speculative"  # the target is the mode that served
+    bar = switching["barred"]
+    assert [(b["mode"], b["until"], b["failures"]) for b in bar] == [("Baseline", "1970-01-01T00:16:40Z", 1)]
+    assert "ProgressDeadlineExceeded" in bar[0]["reason"]
+    last = w.status()["lastDecision"]
+    assert (last["action"], last["fromMode"], last["toMode"]) == ("Rollback", "Baseline", "Speculative")
+    assert w.status()["history"][-1] == last
+    assert [(t, r) for t, r, _ in w.kube.events] == [("Warning", "Rollback")]
+    assert w.triggered == ["kimi-k25"]  # realised at once
+    assert w.policy.calls == []  # the policy was not asked this round
+    # The roll back is under way (activeMode is still Speculative, the target too): no second rollback.
+    await w.round_at(405)
+    assert w.status()["lastDecision"] == last and len(w.kube.events) == 1
+
+
+async def test_the_back_off_doubles_with_each_failure_and_a_converged_change_after_it_lifts_the_bar(
+    kimi_doc: dict[str, Any],
+) -> None:
+    w = restart_world(kimi_doc, {**copy.deepcopy(RESTARTED), "pools": [DEADLINE]})
+    w.status()["switching"]["barred"] = [
+        {"mode": "Baseline", "until": "1970-01-01T00:05:00Z", "failures": 2, "reason": "OOMKilled"}
+    ]
+    await w.round_at(400)
+    bar = w.status()["switching"]["barred"][0]
+    assert (bar["failures"], bar["until"]) == (3, "1970-01-01T00:46:40Z")  # 400 s + 40 min
+    # Later: the bar is over, the policy restarted into Baseline after it and that roll converged.
+    tracked = w.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    switching = {**w.status()["switching"], "mode": "Baseline", "lastSwitch": "1970-01-01T01:10:00Z"}
+    tracked.body["status"] = {**w.status(), "activeMode": "Baseline", "pools": [], "switching": switching}
+    await w.round_at(4500)
+    assert w.status()["switching"].get("barred", []) == []
 
 
 async def test_three_failed_rounds_turn_metrics_unavailable_once_and_recovery_clears_it(world: World) -> None:

@@ -546,6 +546,11 @@ class SwitchingState(Model):
     unknown_streak: int = 0
     last_evaluation: str | None = None
     adaptive_crossover: float | None = None
+    served_crossover: float | None = Field(
+        default=None,
+        description="Adaptive: while a re-rendered config rolls out, the crossover of the config that served before "
+        "it (where a failed roll is rolled back to).",
+    )
     barred: list[ModeBar] = Field(
         default_factory=list,
         max_length=3,

@@ -26,6 +26,7 @@ from functools import lru_cache
 
 from specserve.api.models import Mode
 from specserve.policy.curves import ModeCurves
+from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, PolicyState
 
@@ -112,6 +113,13 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
             held,
             f"{load}; {ledger}, but the restart budget is spent "
             f"({len(restarts)} of {knobs.max_restarts_per_day} in the last 24 h)",
+        )
+    bar = active_bar(state.barred, target, now)
+    if bar is not None:
+        return hold(
+            held,
+            f"{load}; {ledger}, but {target} is barred for {bar.until - now:.0f} s more: the last restart into it "
+            f"did not roll out ({bar.failures} in a row: {bar.reason})",
         )
     changed = replace(held, mode=target, mode_since=now, last_switch=now, regret=0.0, restarts=(*restarts, now))
     why = f"{ledger}: restart into {target}"

@@ -69,6 +69,18 @@ class Action(StrEnum):
     SET_WEIGHTS = "SetWeights"  # TrafficSplit: new HTTPRoute weights
     RESTART = "Restart"  # Restart: roll the pool into the other mode
     RECONFIGURE = "Reconfigure"  # Adaptive: re-render the adaptive config (rolls the pool)
+    ROLLBACK = "Rollback"  # undo the policy's own Restart/Reconfigure whose roll ran past its deadline
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A mode the policy may not change into before `until`: its last roll into it failed and was undone.
+    Adaptive bars its one mode: no re-render before `until`."""
+
+    mode: Mode
+    until: float
+    failures: int = 1  # consecutive failed rolls into the mode; the back-off doubles with each
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,10 @@ class PolicyState:
     unknown_streak: int = 0  # consecutive evaluations whose signal was unknown
     last_evaluation: float | None = None
     adaptive_crossover: float | None = None  # Adaptive: the crossover the rendered config was computed from
+    # Adaptive: while a re-render rolls out, the crossover of the config that served before it (the rollback
+    # point); None once the roll converged
+    served_crossover: float | None = None
+    barred: tuple[Bar, ...] = ()  # modes the policy may not change into yet (policy.rollback)
 
 
 @dataclass(frozen=True)

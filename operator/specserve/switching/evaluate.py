@@ -12,6 +12,7 @@ from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
 from specserve.policy.curves import ModeCurves
+from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.reconcile import StatusWrite, current_status, previous_status
 from specserve.status import merge_patch, same_status, status_body
@@ -28,6 +29,7 @@ from specserve.switching.record import (
     with_decision,
     with_state,
 )
+from specserve.switching.rollback import failed_change
 from specserve.switching.state import material, resume, rfc3339, worth_writing
 
 JSON = dict[str, Any]
@@ -118,6 +120,27 @@ def next_status(
     return new, persisted
 
 
+def verdict_of(
+    obj: SpecServe,
+    status: SpecServeStatus,
+    state: PolicyState,
+    inputs: tuple[Decide, Knobs, ModeCurves | None],
+    reading: Reading,
+    pools: tuple[PoolState, ...],
+    now: float,
+) -> Verdict:
+    """This round's verdict: the rollback of the loop's own change that failed to roll out, whatever else; else
+    the policy's, told whether a change in flight forbids a new one (a converged change lifts expired bars)."""
+    decide, knobs, curves = inputs
+    failure = failed_change(obj, status)
+    if failure is not None and not knobs.advisory:
+        return rollback(state, failure, now)
+    waiting = converging(obj, status, pools)
+    if waiting is None:
+        state = converged(state, now)
+    return decide(knobs, curves, state, replace(reading.sample, time=now), converging=waiting is not None)
+
+
 def server_body(body: Mapping[str, Any], last_write: StatusWrite | None) -> JSON:
     """The status body the server holds: our last write when the body handed to us predates it."""
     if last_write is not None and same_status(previous_status(body), last_write.before):
@@ -140,14 +163,12 @@ async def evaluate(
 ) -> Evaluation:
     """Decide and write, holding the lock the reconcile holds (handlers.py), and leave the write in the
     `last_write` memo so a reconcile handed an older body reads this status instead."""
-    decide, knobs, curves = inputs
     lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
     async with lock:
         status = current_status(body, memo.get("last_write"))
         state = starting_state(obj, status, memory, now)
         saved = resume(obj, status, now)
-        waiting = converging(obj, status, pools)
-        verdict = decide(knobs, curves, state, replace(reading.sample, time=now), converging=waiting is not None)
+        verdict = verdict_of(obj, status, state, inputs, reading, pools, now)
         after, persisted = next_status(obj, status, saved, verdict, reading, pools, source, now)
         # A merge patch against what the server holds: fields the loop cleared (e.g. pending) become null.
         patch = merge_patch(server_body(body, memo.get("last_write")), status_body(after))

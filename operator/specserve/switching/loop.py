@@ -191,8 +191,10 @@ class SwitchingLoop:
             message = f"{done.from_mode.value if done.from_mode else '-'} -> {verdict.mode.value}"
             if verdict.weights is not None:
                 message += f" (weights {verdict.weights.speculative}/{verdict.weights.baseline})"
+            # A rollback is the loop undoing its own change that failed: a Warning, as the roll's failure is.
+            kind = "Warning" if verdict.action is Action.ROLLBACK else "Normal"
             await self.kube.post_event(
-                tracked.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}"
+                tracked.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}", type_=kind
             )
             log.info("switching %s/%s: %s", ns, name, message)
         unavailable = became_unavailable(done.before, done.after)

@@ -23,6 +23,9 @@ class PoolState:
     desired: int
     ready: int
     settled: bool  # the Deployment controller has rolled out the current template to every pod
+    # the current template is rolled out (observed, every desired pod updated), Ready or not: Pending pods of a
+    # scale-up are not a roll
+    rolled: bool = True
 
 
 def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[str, Any]]) -> tuple[PoolState, ...]:
@@ -39,7 +42,8 @@ def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[st
         ready = int(status.get("readyReplicas") or 0)
         updated = int(status.get("updatedReplicas") or 0)
         settled = seen and ready >= desired and updated >= desired
-        out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, desired, ready, settled))
+        rolled = seen and updated >= desired
+        out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, desired, ready, settled, rolled))
     return tuple(out)
 
 
@@ -57,7 +61,7 @@ def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
     if obj.spec.strategy is Strategy.RESTART and status.active_mode is not None and status.active_mode != target.mode:
         return f"restarting pods into {target.mode.value} (serving {status.active_mode.value})"
     last = status.last_decision
-    ours = last is not None and last.applied and last.action in ("Restart", "Reconfigure")
+    ours = last is not None and last.applied and last.action in ("Restart", "Reconfigure", "Rollback")
     progressing = _progressing(status)
     if ours and progressing is not None:
         return progressing
@@ -72,12 +76,23 @@ def _progressing(status: SpecServeStatus) -> str | None:
 
 
 def converging(obj: SpecServe, status: SpecServeStatus, states: tuple[PoolState, ...]) -> str | None:
-    """Why the policy must not start a change now (None: the last change converged): the loop's own change
-    pending, any rollout in progress, or pods not Ready."""
-    pending = pending_change(obj, status) or _progressing(status)
-    if pending is not None:
+    """Why the policy must not start a change now (None: it may). Only what a change would collide with freezes it:
+
+    - the loop's own change not realised yet (`pending_change`);
+    - TrafficSplit: nothing else. Weights between Ready pools keep following the load while a pool rolls, is
+      stuck or failed (the sample's Ready counts keep weight off a pool without Ready pods; failover acts
+      before this is even asked);
+    - Restart and Adaptive (one pool, a change rolls it): a roll under way (Progressing, or a template not yet
+      rolled out to every pod), or no Ready pod to read the load from. Pending pods of a scale-up do not freeze
+      it: that is scaling, not rolling."""
+    pending = pending_change(obj, status)
+    if pending is not None or obj.spec.strategy is Strategy.TRAFFIC_SPLIT:
         return pending
-    waiting = [f"{p.ready}/{p.desired} pods of {p.name} ready" for p in states if p.desired > 0 and not p.settled]
-    if waiting:
-        return "; ".join(waiting)
-    return None
+    progressing = _progressing(status)
+    if progressing is not None:
+        return progressing
+    rolling = [
+        f"{p.name} rolling out ({p.ready}/{p.desired} pods ready)" for p in states if p.desired > 0 and not p.rolled
+    ]
+    idle = [f"no Ready pod of {p.name} (0/{p.desired})" for p in states if p.desired > 0 and p.ready == 0]
+    return "; ".join(rolling + idle) or None

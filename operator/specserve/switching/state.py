@@ -3,11 +3,12 @@ the millisecond, so a round trip is exact at that resolution)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from specserve.api.models import SpecServe, SpecServeStatus, SwitchingState
+from specserve.api.models import ModeBar, SpecServe, SpecServeStatus, SwitchingState
 from specserve.policy.switching import initial_state
-from specserve.policy.types import PolicyState
+from specserve.policy.types import Bar, PolicyState
 
 
 def rfc3339(t: float) -> str:
@@ -38,6 +39,10 @@ def to_status(state: PolicyState) -> SwitchingState:
         unknown_streak=state.unknown_streak,
         last_evaluation=rfc3339(state.last_evaluation) if state.last_evaluation is not None else None,
         adaptive_crossover=state.adaptive_crossover,
+        served_crossover=state.served_crossover,
+        barred=[
+            ModeBar(mode=b.mode, until=rfc3339(b.until), failures=b.failures, reason=b.reason) for b in state.barred
+        ],
     )
 
 
@@ -54,6 +59,8 @@ def from_status(saved: SwitchingState) -> PolicyState:
         unknown_streak=saved.unknown_streak,
         last_evaluation=_opt(saved.last_evaluation),
         adaptive_crossover=saved.adaptive_crossover,
+        served_crossover=saved.served_crossover,
+        barred=tuple(Bar(b.mode, epoch(b.until), b.failures, b.reason) for b in saved.barred),
     )
 
 
@@ -81,6 +88,8 @@ def material(state: PolicyState) -> PolicyState:
         pending=state.pending,
         pending_since=round(state.pending_since, 3) if state.pending_since is not None else None,
         adaptive_crossover=state.adaptive_crossover,
+        served_crossover=state.served_crossover,
+        barred=tuple(replace(b, until=round(b.until, 3)) for b in state.barred),
     )
 
 
