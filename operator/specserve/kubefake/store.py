@@ -200,7 +200,7 @@ class Store:
             self._check_namespace(rt, ns)
         status = (subresource == "status") if rt.status_subresource else None
         new = fields.server_side_apply(
-            old, body, manager=manager, force=force, keyed=rt.builtin, status=status, api_version=rt.api_version,
+            old, body, manager=manager, force=force, keyed=rt.keyed_lists, status=status, api_version=rt.api_version,
             now=now(),
         )  # fmt: skip
         new.setdefault("metadata", {})["name"] = name
@@ -231,7 +231,13 @@ class Store:
         if op != "Apply":
             status_flag = (subresource == "status") if rt.status_subresource else None
             fields.record_update(
-                old, new, manager=manager, keyed=rt.builtin, status=status_flag, api_version=rt.api_version, now=stamp
+                old,
+                new,
+                manager=manager,
+                keyed=rt.keyed_lists,
+                status=status_flag,
+                api_version=rt.api_version,
+                now=stamp,
             )
         if old is not None:
             meta["resourceVersion"] = old["metadata"]["resourceVersion"]
