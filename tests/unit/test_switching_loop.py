@@ -13,12 +13,12 @@ import pytest
 from specserve import telemetry
 from specserve.api.models import Mode, Weights
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
-from specserve.kubefake.patching import merge_patch as apply_merge_patch
 from specserve.metrics.promql import PoolKey, Query, Signal, Windows
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.status import merge_patch
+from specserve.switching.evaluate import LOOP_FIELDS
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
 
 NS = "llm"
@@ -48,13 +48,23 @@ class FakeKube:
         assert kind in (DEPLOYMENT, POD)
         return copy.deepcopy(self.deployments if kind is DEPLOYMENT else self.pods)
 
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
+    async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
+        """Server-side apply as the loop's only manager: its fields are replaced by the body, conditions merged by
+        type, every other field kept. Returns the object; the watch echoes it too (into the registry)."""
+        assert field_manager == "specserve-switching"
         self.patches.append((name, status_body))
         tracked = self.registry.get((namespace, name))
         assert tracked is not None
         body = copy.deepcopy(tracked.body)
-        body["status"] = apply_merge_patch(body.get("status") or {}, status_body)
+        status = {k: v for k, v in (body.get("status") or {}).items() if k not in LOOP_FIELDS}
+        mine = [c for c in status_body.get("conditions", [])]
+        kept = [c for c in status.get("conditions", []) if c["type"] not in {m["type"] for m in mine}]
+        status.update({k: v for k, v in status_body.items() if k != "conditions"})
+        if kept or mine:
+            status["conditions"] = kept + mine
+        body["status"] = status
         tracked.body = body
+        return copy.deepcopy(body)
 
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
         self.events.append((type_, reason, message))
