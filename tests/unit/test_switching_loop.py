@@ -249,17 +249,22 @@ async def test_a_decision_is_written_realised_at_once_and_announced(world: World
     assert len(world.status()["history"]) == 1
 
 
-async def test_no_new_decision_while_the_previous_one_has_not_converged(world: World) -> None:
+async def test_traffic_split_keeps_deciding_while_the_route_lags_its_target(world: World) -> None:
     world.prom.demand["kimi-k25"] = 2.0
     await world.round_at(100)
-    # The reconcile has not moved the route yet (e.g. waiting on readiness).
+    # The reconcile has not moved the route yet (e.g. it drains a pool to roll it).
     tracked = world.registry.get((NS, "kimi-k25"))
     assert tracked is not None
     tracked.body["status"]["weights"] = {"speculative": 0, "baseline": 100}
     world.prom.demand["kimi-k25"] = 50.0
     await world.round_at(105)
-    assert world.policy.calls[-1][2] is True  # converging
-    assert world.status()["switching"]["weights"] == {"speculative": 100, "baseline": 0}  # held
+    assert world.policy.calls[-1][2] is False  # not frozen: the target follows the load
+    assert world.status()["switching"]["weights"] == {"speculative": 0, "baseline": 100}
+    # The Switching condition still tells that the route has not reached the target.
+    tracked.body["status"]["weights"] = {"speculative": 100, "baseline": 0}
+    await world.round_at(110)
+    assert world.condition("Switching")["status"] == "True"
+    assert "route weights 100/0 (speculative/baseline), target 0/100" in world.condition("Switching")["message"]
 
 
 async def test_a_pool_without_ready_pods_does_not_freeze_traffic_split(kimi_doc: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from specserve.api.models import Mode, PoolFailure, PoolStatus, SpecServe, SpecServeStatus, SwitchingState, Weights
 from specserve.api.validation import parse_object
-from specserve.switching.pools import PoolState, converging
+from specserve.switching.pools import PoolState, converging, pool_states
 from specserve.switching.rollback import failed_change
 
 STUCK = PoolFailure(reason="ProgressDeadlineExceeded", message="timed out", deadline_exceeded=True)
@@ -64,7 +64,7 @@ def test_pending_pods_of_a_scale_up_do_not_freeze_restart_but_a_roll_does(kimi_d
     assert converging(obj, settled, (pool(2, 0, rolled=True),)) == "no Ready pod of kimi-k25-engine (0/2)"
 
 
-def test_traffic_split_freezes_only_on_its_own_route_change(kimi_doc: dict[str, Any]) -> None:
+def test_traffic_split_is_never_frozen_by_a_stuck_pool_or_a_route_held_elsewhere(kimi_doc: dict[str, Any]) -> None:
     obj = obj_of(kimi_doc, "TrafficSplit")
     base = status(STUCK, Mode.BASELINE, Mode.BASELINE)
     stuck = (PoolState("speculative", "kimi-k25-spec", True, 2, 0, False, False),)
@@ -72,5 +72,26 @@ def test_traffic_split_freezes_only_on_its_own_route_change(kimi_doc: dict[str, 
     switching = base.switching
     assert switching is not None
     target = switching.model_copy(update={"weights": Weights(speculative=40, baseline=60)})
-    moving = base.model_copy(update={"switching": target, "weights": Weights(speculative=0, baseline=100)})
-    assert converging(obj, moving, ()) == "route weights 0/100 (speculative/baseline), target 40/60"
+    # The reconcile holds the route at 0/100 (draining the speculative pool to roll it): the target still moves.
+    held = base.model_copy(update={"switching": target, "weights": Weights(speculative=0, baseline=100)})
+    assert converging(obj, held, stuck) is None
+
+
+def test_the_live_deployments_deadline_is_read_at_once_before_the_reconcile_reports_it(
+    kimi_doc: dict[str, Any],
+) -> None:
+    obj = obj_of(kimi_doc, "Restart")
+    deployment: dict[str, Any] = {
+        "metadata": {"name": "kimi-k25-engine", "generation": 2},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "conditions": [
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+             "message": 'ReplicaSet "kimi-k25-engine-7d9" has timed out progressing.'}]},
+    }  # fmt: skip
+    states = pool_states(obj, Mode.BASELINE, {"kimi-k25-engine": deployment})
+    assert states[0].stalled == 'ProgressDeadlineExceeded: ReplicaSet "kimi-k25-engine-7d9" has timed out progressing.'
+    failed = failed_change(obj, status(None, Mode.SPECULATIVE, Mode.BASELINE), states)
+    assert failed is not None and failed.reason == states[0].stalled
+    progressing = copy.deepcopy(deployment)
+    progressing["status"]["conditions"][0].update(status="True", reason="ReplicaSetUpdated")
+    assert pool_states(obj, Mode.BASELINE, {"kimi-k25-engine": progressing})[0].stalled is None

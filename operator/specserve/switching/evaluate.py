@@ -140,7 +140,7 @@ def verdict_of(
     """This round's verdict: the rollback of the loop's own change that failed to roll out, whatever else; else
     the policy's, told whether a change in flight forbids a new one (a converged change lifts expired bars)."""
     decide, knobs, curves = inputs
-    failure = failed_change(obj, status)
+    failure = failed_change(obj, status, pools)
     if failure is not None and not knobs.advisory:
         return rollback(state, failure, now)
     waiting = converging(obj, status, pools)

@@ -12,7 +12,8 @@ from typing import Any
 from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
 from specserve.render.manifests import pools
 
-PROGRESSING = "Progressing"  # the reconcile's rollout condition
+PROGRESSING = "Progressing"  # the reconcile's rollout condition (and the Deployment controller's)
+DEADLINE = "ProgressDeadlineExceeded"
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class PoolState:
     # the current template is rolled out (observed, every desired pod updated), Ready or not: Pending pods of a
     # scale-up are not a roll
     rolled: bool = True
+    # the Deployment controller gave up on the roll: Progressing=False ProgressDeadlineExceeded ("reason: message")
+    stalled: str | None = None
 
 
 def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[str, Any]]) -> tuple[PoolState, ...]:
@@ -43,8 +46,19 @@ def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[st
         updated = int(status.get("updatedReplicas") or 0)
         settled = seen and ready >= desired and updated >= desired
         rolled = seen and updated >= desired
-        out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, desired, ready, settled, rolled))
+        stalled = deadline_exceeded(live)
+        out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, desired, ready, settled, rolled, stalled))
     return tuple(out)
+
+
+def deadline_exceeded(deployment: Mapping[str, Any]) -> str | None:
+    """The Deployment controller's word that the current roll ran past progressDeadlineSeconds, as
+    "ProgressDeadlineExceeded: <message>" (None: progressing, or no deadline passed)."""
+    for cond in (deployment.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == (PROGRESSING, "False", DEADLINE):
+            message = cond.get("message") or ""
+            return f"{DEADLINE}: {message}" if message else DEADLINE
+    return None
 
 
 def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
@@ -78,15 +92,18 @@ def _progressing(status: SpecServeStatus) -> str | None:
 def converging(obj: SpecServe, status: SpecServeStatus, states: tuple[PoolState, ...]) -> str | None:
     """Why the policy must not start a change now (None: it may). Only what a change would collide with freezes it:
 
-    - the loop's own change not realised yet (`pending_change`);
-    - TrafficSplit: nothing else. Weights between Ready pools keep following the load while a pool rolls, is
-      stuck or failed (the sample's Ready counts keep weight off a pool without Ready pods; failover acts
-      before this is even asked);
+    - TrafficSplit: nothing. The weights it decides keep following the load between Ready pools while a pool
+      rolls, is stuck or failed, and while the reconcile holds the route elsewhere (draining a pool to roll it):
+      the route then goes to the latest target (the sample's Ready counts keep weight off a pool without Ready
+      pods; failover acts before this is even asked);
+    - Restart and Adaptive: the loop's own change not realised yet (`pending_change`);
     - Restart and Adaptive (one pool, a change rolls it): a roll under way (Progressing, or a template not yet
       rolled out to every pod), or no Ready pod to read the load from. Pending pods of a scale-up do not freeze
       it: that is scaling, not rolling."""
+    if obj.spec.strategy is Strategy.TRAFFIC_SPLIT:
+        return None
     pending = pending_change(obj, status)
-    if pending is not None or obj.spec.strategy is Strategy.TRAFFIC_SPLIT:
+    if pending is not None:
         return pending
     progressing = _progressing(status)
     if progressing is not None:
