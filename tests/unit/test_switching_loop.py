@@ -503,3 +503,18 @@ async def test_a_restart_is_priced_with_the_start_up_its_pods_measured(kimi_doc:
     ]
     await world.round_at(105)
     assert world.policy.knobs[-1].startup_seconds == 510.0
+
+
+async def test_a_pending_move_stored_untyped_by_an_earlier_release_is_written_back_typed(world: World) -> None:
+    await world.round_at(100)
+    tracked = world.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    switching = {**tracked.body["status"]["switching"], "pending": "w=40", "pendingSince": "1970-01-01T00:01:40Z"}
+    tracked.body["status"] = {**tracked.body["status"], "switching": switching}
+    writes = len(world.kube.patches)
+    await world.round_at(105)
+    assert len(world.kube.patches) == writes + 1
+    written = world.status()["switching"]
+    assert "pendingSince" not in written and not isinstance(written.get("pending"), str)
+    await world.round_at(110)
+    assert len(world.kube.patches) == writes + 1  # once

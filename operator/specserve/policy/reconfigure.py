@@ -27,7 +27,7 @@ def engine_notes(sample: Sample) -> tuple[str, ...]:
 
 
 def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample) -> Step:
-    held = replace(state, pending=None, pending_since=None)
+    held = replace(state, pending=None)
     notes = engine_notes(sample)
     if knobs.adaptive_explicit:
         return hold(held, "spec.speculative.adaptiveConfig is set: the engine follows it, nothing to re-render", notes)
@@ -60,7 +60,6 @@ def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState,
         # the config that served is the rollback point until the new one has rolled out (policy.rollback)
         changed=replace(held, adaptive_crossover=c, served_crossover=previous, last_switch=sample.time),
         mode=state.mode,
-        key=f"crossover={c:.2f}",
         adaptive_crossover=c,
         notes=notes,
     )

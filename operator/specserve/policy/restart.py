@@ -92,7 +92,7 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     f_oth = pool_rate(curves, target, demand, n)
     regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
     restarts = recent(state.restarts, now)
-    held = replace(state, regret=regret, restarts=restarts, pending=None, pending_since=None)
+    held = replace(state, regret=regret, restarts=restarts, pending=None)
     cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
     per = demand / n if n > 0 else demand
     load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
@@ -131,5 +131,4 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
         reason=f"{load}; {why}",
         changed=changed,
         mode=target,
-        key=f"Restart->{target}",
     )

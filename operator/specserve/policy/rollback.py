@@ -71,7 +71,7 @@ def rollback(state: PolicyState, failure: Failed, now: float) -> Verdict:
     if failure.crossover is not None:
         changed = replace(
             state, adaptive_crossover=failure.crossover, served_crossover=None, last_switch=now, barred=bars,
-            pending=None, pending_since=None, last_evaluation=now,
+            pending=None, last_evaluation=now,
         )  # fmt: skip
         why = (
             f"rollback: the re-rendered adaptive config (crossover {state.adaptive_crossover}) did not roll out "
@@ -80,7 +80,7 @@ def rollback(state: PolicyState, failure: Failed, now: float) -> Verdict:
     else:
         changed = replace(
             state, mode=failure.serving, mode_since=now, last_switch=now, regret=0.0, barred=bars,
-            restarts=(*state.restarts, now), pending=None, pending_since=None, last_evaluation=now,
+            restarts=(*state.restarts, now), pending=None, last_evaluation=now,
         )  # fmt: skip
         why = (
             f"rollback: the restart into {failure.failed} did not roll out ({failure.reason}): back to "

@@ -164,6 +164,13 @@ def owned(status: SpecServeStatus) -> JSON:
     return body
 
 
+def legacy(body: Mapping[str, Any]) -> bool:
+    """Whether the live status.switching still has the untyped pending move of earlier releases (read typed, see
+    api.models.legacy_pending): written back typed on the first round, so the stored object matches the CRD."""
+    raw = (body.get("status") or {}).get("switching")
+    return isinstance(raw, dict) and ("pendingSince" in raw or isinstance(raw.get("pending"), str))
+
+
 async def write_status(kube: StatusWriter, obj: SpecServe, body: JSON) -> JSON:
     """Every status write of the loop goes through here (one place for the leadership fence); returns the object
     as the server holds it after the write."""
@@ -190,6 +197,6 @@ async def evaluate(
     after, persisted = next_status(obj, status, saved, verdict, reading, pools, source, now)
     intent = owned(after)
     server: JSON | None = None
-    if intent != owned(status):
+    if intent != owned(status) or legacy(body):
         server = await write_status(kube, obj, intent)
     return Evaluation(verdict, status, after, verdict.state, persisted, server is not None, state.mode, server)
