@@ -34,7 +34,7 @@ class Signal(StrEnum):
     ACCEPT_LENGTH = "accept_length"
     SPEC_STEPS = "spec_num_steps"
     FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
-    SERIES = "series"  # how many pods report per pool: fewer than the pool's Ready pods make its load unknown
+    SERIES = "series"  # how many pods (scrape targets) report per pool: fewer than its Ready pods: load unknown
 
 
 # The signals demand is made of: without them a pool's load is unknown.
@@ -98,7 +98,9 @@ def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) 
         case Signal.FRESHNESS:
             return f"min{group} (timestamp(sglang:num_running_reqs{{{matchers}}}))"
         case Signal.SERIES:
-            return f"count{group} (sglang:num_running_reqs{{{matchers}}})"
+            # pods, not series: a pod may export one series per scheduler rank; `instance` is the scrape target
+            per_pod = ", ".join((*by, "instance"))
+            return f"count{group} (count by ({per_pod}) (sglang:num_running_reqs{{{matchers}}}))"
 
 
 def grouped_queries(windows: Windows) -> list[Query]:
