@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from specserve.emulator.testing import free_port
-from specserve.kubefake import DEPLOYMENTS, PODS, FakeApiServer
+from specserve.kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
 from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes
 from tests.integration.test_switching import (  # noqa: F401 (fixtures)
     NAME,
     NS,
+    adaptive_config,
     condition,
     engine_prometheus,
     engines,
@@ -87,6 +88,44 @@ async def test_a_restart_whose_pods_never_get_ready_is_rolled_back_and_the_mode_
         assert speculative_template(api) is True
         assert status(api)["lastDecision"] == back and status(api)["switching"]["barred"] == [bar]
         assert [d["action"] for d in status(api)["history"]] == ["Restart", "Rollback"]
+        assert not running.done(), "the operator stopped"
+
+
+async def test_an_adaptive_rerender_that_does_not_roll_out_is_reverted_and_rerendering_barred(
+    manual_fake: FakeApiServer,  # noqa: F811
+    engine_prometheus: Prometheus,  # noqa: F811
+    load: Load,  # noqa: F811
+    kimi_doc: dict[str, Any],
+) -> None:
+    api, engine = manual_fake, f"{NAME}-engine"
+    await load.set(2)
+    doc = switching_doc(kimi_doc)
+    doc["spec"]["strategy"] = "Adaptive"
+    doc["spec"]["switching"].update({"crossoverConcurrency": 16, "hysteresis": 0.2})
+    async with operator(engine_prometheus.url) as running:
+        api.create(doc)
+        await eventually(lambda: '"16"' in adaptive_config(api), what="the config rendered from crossover 16")
+        api.set_deployment_ready(NS, engine)
+        await eventually(lambda: condition(api, "MetricsAvailable").get("status") == "True", what="load read")
+        # Re-measured past the band: the loop re-renders from 40, the pool rolls onto the new config...
+        api.patch(SPECSERVES, NS, NAME, {"spec": {"switching": {"crossoverConcurrency": 40}}})
+        await eventually(lambda: '"40"' in adaptive_config(api), what="the config re-rendered from crossover 40")
+        assert status(api)["switching"]["servedCrossover"] == 16
+        # ... and its pods never get Ready (the new config crashes the engine): the deadline passes.
+        stall(api, engine, ready=0, updated=1, replicas=1)
+        back = await eventually(
+            lambda: (d := status(api).get("lastDecision")) and d["action"] == "Rollback" and d, what="the rollback"
+        )
+        assert "back to crossover 16" in back["reason"]
+        switching = status(api)["switching"]
+        assert switching["adaptiveCrossover"] == 16 and "servedCrossover" not in switching
+        assert [b["mode"] for b in switching["barred"]] == [switching["mode"]]  # Adaptive bars its one mode
+        assert ("Warning", "Rollback") in events(api)
+        await eventually(lambda: '"16"' in adaptive_config(api), what="the config of crossover 16 back")
+        api.set_deployment_ready(NS, engine)
+        # The spec still says 40, but re-rendering is barred: nothing is decided while the bar lasts.
+        await asyncio.sleep(5)
+        assert status(api)["lastDecision"] == back and '"16"' in adaptive_config(api)
         assert not running.done(), "the operator stopped"
 
 

@@ -518,3 +518,15 @@ async def test_a_pending_move_stored_untyped_by_an_earlier_release_is_written_ba
     assert "pendingSince" not in written and not isinstance(written.get("pending"), str)
     await world.round_at(110)
     assert len(world.kube.patches) == writes + 1  # once
+
+
+def test_a_watch_event_older_than_the_answer_to_our_write_does_not_replace_it() -> None:
+    registry = Registry()
+    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "10"}}, {})
+    tracked = registry.get((NS, "a"))
+    assert tracked is not None
+    tracked.body = {"metadata": {"namespace": NS, "name": "a", "resourceVersion": "12"}, "status": {"x": 1}}
+    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "11"}}, {})  # queued before
+    assert tracked.body["status"] == {"x": 1}
+    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "13"}}, {})
+    assert tracked.body["metadata"]["resourceVersion"] == "13"
