@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 JSON = dict[str, Any]
@@ -26,14 +25,6 @@ CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 SPECSERVES = "specserve.io/v1alpha1/specserves"
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-
-
-def _declares_list_map(schema: Any) -> bool:
-    if isinstance(schema, Mapping):
-        return schema.get("x-kubernetes-list-type") == "map" or any(_declares_list_map(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_declares_list_map(v) for v in schema)
-    return False
 
 
 @dataclass(frozen=True)
@@ -58,13 +49,6 @@ class ResourceType:
     @property
     def key(self) -> str:
         return f"{self.api_version}/{self.plural}"
-
-    @cached_property
-    def keyed_lists(self) -> bool:
-        """Whether server-side apply merges lists by key: built-in kinds, and custom resources whose schema declares
-        a list map (x-kubernetes-list-type: map, e.g. status.conditions keyed by type). The keys are the ones
-        patching.LIST_MAP_KEYS knows by field name (conditions: type), which is what our CRD declares."""
-        return self.builtin or _declares_list_map(self.schema)
 
     @property
     def api_version(self) -> str:

@@ -34,6 +34,13 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _keyed(rt: ResourceType, subresource: str) -> bool:
+    """Whether the keyed lists of patching.LIST_MAP_KEYS merge by key. Built-in kinds: always. Custom resources: in
+    their status, where the one such list they declare is `conditions` (a list map keyed by type in the SpecServe
+    CRD and the Gateway API's); elsewhere their lists stay atomic, as their schemas leave them."""
+    return rt.builtin or subresource == "status"
+
+
 def _spec_part(obj: JSON) -> JSON:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
@@ -200,7 +207,8 @@ class Store:
             self._check_namespace(rt, ns)
         status = (subresource == "status") if rt.status_subresource else None
         new = fields.server_side_apply(
-            old, body, manager=manager, force=force, keyed=rt.keyed_lists, status=status, api_version=rt.api_version,
+            old, body, manager=manager, force=force, keyed=_keyed(rt, subresource), status=status,
+            api_version=rt.api_version,
             now=now(),
         )  # fmt: skip
         new.setdefault("metadata", {})["name"] = name
@@ -234,7 +242,7 @@ class Store:
                 old,
                 new,
                 manager=manager,
-                keyed=rt.keyed_lists,
+                keyed=_keyed(rt, subresource),
                 status=status_flag,
                 api_version=rt.api_version,
                 now=stamp,
