@@ -104,7 +104,7 @@ def honour(prom: Prometheus) -> None:
 
 
 class MemoryKube:
-    """In-memory Kubernetes for the round benchmark: Deployments ready, status patches stored, nothing else."""
+    """In-memory Kubernetes for the round benchmark: Deployments ready, status applies stored, nothing else."""
 
     def __init__(self, registry: Registry, names: list[str]) -> None:
         self.registry = registry
@@ -122,11 +122,12 @@ class MemoryKube:
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
         return self.deployments if kind is DEPLOYMENT else []
 
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
+    async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
         self.writes += 1
         tracked = self.registry.get((namespace, name))
         assert tracked is not None
         tracked.body = {**tracked.body, "status": {**(tracked.body.get("status") or {}), **status_body}}
+        return tracked.body
 
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
         pass

@@ -213,7 +213,8 @@ async def test_the_direct_source_scrapes_the_pods_itself(
                         "metadata": {"name": pod_name, "namespace": NS, "labels": labels},
                         "spec": {"containers": [{"name": "sglang", "image": "sglang"}]},
                     })  # fmt: skip
-                    fake.patch_status(PODS, NS, pod_name, {"phase": "Running", "podIP": ip})
+                    ready = [{"type": "Ready", "status": "True"}]
+                    fake.patch_status(PODS, NS, pod_name, {"phase": "Running", "podIP": ip, "conditions": ready})
                 await eventually(lambda: fake.get(HTTPROUTES, NS, NAME), what="the HTTPRoute")
                 fake.set_route_accepted(NS, NAME)
                 await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")

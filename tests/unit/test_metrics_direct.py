@@ -15,6 +15,7 @@ from specserve.emulator.profile import load_profile
 from specserve.emulator.testing import emulator_thread
 from specserve.metrics.direct import DirectSource, histogram_quantile, http_fetch, parse_scrape
 from specserve.metrics.promql import PoolKey, Signal, Windows
+from specserve.metrics.signal import PoolTarget, Reason, Target, index, read
 from specserve.switching.gather import pod_urls
 
 KEY = PoolKey("llm", "a", "speculative")
@@ -120,23 +121,42 @@ def test_direct_reads_a_real_engine_over_http() -> None:
     assert values[Signal.ACCEPT_LENGTH][KEY] > 1  # a speculative engine
 
 
-def test_pod_urls_are_the_running_pods_of_the_specserve_by_pool(kimi_doc: dict[str, object]) -> None:
+def test_pod_urls_are_the_ready_pods_of_the_specserve_by_pool(kimi_doc: dict[str, object]) -> None:
     obj = parse_object({**kimi_doc, "metadata": {"name": "kimi-k25", "namespace": "llm"}})
 
     def pod(
-        name: str, pool: str, ip: str | None, phase: str = "Running", instance: str = "kimi-k25"
+        name: str, pool: str, ip: str | None, phase: str = "Running", instance: str = "kimi-k25", ready: bool = True
     ) -> dict[str, object]:
         labels = {"specserve.io/instance": instance, "specserve.io/pool": pool}
-        return {"metadata": {"name": name, "labels": labels}, "status": {"phase": phase, "podIP": ip}}
+        conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+        return {
+            "metadata": {"name": name, "labels": labels},
+            "status": {"phase": phase, "podIP": ip, "conditions": conditions},
+        }
 
     pods = [
         pod("a", "speculative", "10.0.0.1"),
         pod("b", "baseline", "10.0.0.2"),
-        pod("c", "baseline", None, phase="Pending"),
+        pod("c", "baseline", None, phase="Pending", ready=False),
         pod("d", "baseline", "10.0.0.4", instance="other"),
+        pod("e", "baseline", "10.0.0.5", ready=False),  # loading its model: answers no scrape, serves nothing
     ]
     urls = pod_urls(obj, pods)
     assert urls == {
         PoolKey("llm", "kimi-k25", "speculative"): ["http://10.0.0.1:30000/metrics"],
         PoolKey("llm", "kimi-k25", "baseline"): ["http://10.0.0.2:30000/metrics"],
     }
+
+
+def test_direct_counts_the_pods_it_scraped_so_a_missing_ready_pod_reads_unknown() -> None:
+    async def fetch(url: str) -> str:
+        return exposition(1, 0, 0)
+
+    source = DirectSource(fetch, lambda: 1.0)
+    results = {
+        r.query.signal: r for r in asyncio.run(source.read({KEY: ["http://10.0.0.1:30000/metrics"]}, Windows(30, 60)))
+    }
+    assert results[Signal.SERIES].values == {KEY: 1.0}
+    target = Target(KEY.namespace, KEY.name, (PoolTarget(KEY.pool, 2, True),), 15.0)
+    reading = read(target, index(results.values()), 1.0)
+    assert reading.sample.demand is None and reading.reason == Reason.PARTIAL

@@ -65,3 +65,17 @@ def test_a_series_selector_gives_the_specserve_its_own_queries_per_pool() -> Non
 def test_a_selector_with_an_unknown_placeholder_names_the_field() -> None:
     with pytest.raises(SelectorError, match=r"spec\.switching\.metrics\.seriesSelector"):
         render_selector('app="$app"', "llm", "kimi", "engine")
+
+
+def test_the_series_count_counts_pods_not_series() -> None:
+    (grouped,) = [q for q in grouped_queries(Windows(30, 60)) if q.signal is Signal.SERIES]
+    by = "namespace, specserve_instance, specserve_pool"
+    assert grouped.promql == (
+        f'count by ({by}) (count by ({by}, instance) (sglang:num_running_reqs{{specserve_instance!=""}}))'
+    )
+    own = [
+        q
+        for q in selector_queries('app="$name"', "llm", "a", ("engine",), Windows(30, 60))
+        if q.signal is Signal.SERIES
+    ]
+    assert own[0].promql == 'count (count by (instance) (sglang:num_running_reqs{app="a"}))'

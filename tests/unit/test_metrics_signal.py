@@ -100,3 +100,18 @@ def test_a_specserves_own_query_wins_over_the_grouped_one() -> None:
     own = QueryResult(Query(Signal.RUNNING, "own", SPEC), {SPEC: 7.0}, NOW)
     by_query[(Signal.RUNNING, SPEC)] = own
     assert read(TARGET, by_query, NOW).sample.demand == 19.0
+
+
+def test_fewer_series_than_ready_pods_make_the_pool_unknown_not_low() -> None:
+    # Baseline has 2 Ready pods; Prometheus returns the series of one: its load is half read, not low.
+    reading = read(TARGET, results(healthy(series={SPEC: 1.0, BASE: 1.0})), NOW)
+    assert reading.sample.demand is None
+    assert reading.reason == Reason.PARTIAL
+    assert reading.sample.error is not None and "1 of the 2 Ready pods of pool baseline" in reading.sample.error
+    assert reading.query is not None and reading.query.startswith("count by")
+
+
+def test_as_many_series_as_ready_pods_or_more_read_the_load() -> None:
+    # More series than Ready pods: a pod still loading (or leaving) reports too; nothing is missing.
+    reading = read(TARGET, results(healthy(series={SPEC: 1.0, BASE: 3.0})), NOW)
+    assert reading.reason is None and reading.sample.demand == 16.0

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import replace
 
-from specserve.api.models import Mode, Strategy, Weights
+from specserve.api.models import Mode, SpecServeStatus, Strategy, Weights
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample
+from specserve.switching.state import from_status as resumed_state
+from specserve.switching.state import to_status as saved_state
 from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample, specserve
 
 CURVES = profile_curves(ILLUSTRATIVE)
@@ -91,18 +92,14 @@ def test_advisory_restart_keeps_the_regret_and_the_mode() -> None:
 
 
 def to_status(state: PolicyState) -> str:
-    """What the operator keeps in status: plain JSON."""
-    raw = asdict(state)
-    raw["weights"] = state.weights.model_dump() if state.weights is not None else None
-    return json.dumps(raw)
+    """What the operator keeps in status: plain JSON (status.switching, as the loop writes it)."""
+    return json.dumps(SpecServeStatus(switching=saved_state(state)).model_dump(mode="json", by_alias=True))
 
 
 def from_status(text: str) -> PolicyState:
-    raw: dict[str, Any] = json.loads(text)
-    raw["mode"] = Mode(raw["mode"])
-    raw["weights"] = Weights(**raw["weights"]) if raw["weights"] else None
-    raw["restarts"] = tuple(raw["restarts"])
-    return PolicyState(**raw)
+    saved = SpecServeStatus.model_validate(json.loads(text)).switching
+    assert saved is not None
+    return resumed_state(saved)
 
 
 def test_resume_after_an_operator_restart_keeps_dwell_regret_and_budget() -> None:
@@ -129,7 +126,7 @@ def test_resume_in_the_middle_of_a_stabilization_window() -> None:
     k = knobs(up_stabilization=120.0, hysteresis=0.0, max_weight_step=100)
     state = initial_state(k, Mode.SPECULATIVE, 0.0)
     state, first = run(k, CURVES, state, [400.0] * 4)  # t = 0 .. 45: waiting
-    assert changes(first) == [] and state.pending_since == 0.0
+    assert changes(first) == [] and state.pending is not None and state.pending.since == 0.0
     state = from_status(to_status(state))
     _, rest = run(k, CURVES, state, [400.0] * 6, start=60.0)
     moves = [60.0 + 15 * i for i, v in enumerate(rest) if v.action is Action.SET_WEIGHTS]

@@ -13,12 +13,12 @@ import pytest
 from specserve import telemetry
 from specserve.api.models import Mode, Weights
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
-from specserve.kubefake.patching import merge_patch as apply_merge_patch
 from specserve.metrics.promql import PoolKey, Query, Signal, Windows
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.status import merge_patch
+from specserve.switching.evaluate import LOOP_FIELDS
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
 
 NS = "llm"
@@ -48,13 +48,23 @@ class FakeKube:
         assert kind in (DEPLOYMENT, POD)
         return copy.deepcopy(self.deployments if kind is DEPLOYMENT else self.pods)
 
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
+    async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
+        """Server-side apply as the loop's only manager: its fields are replaced by the body, conditions merged by
+        type, every other field kept. Returns the object; the watch echoes it too (into the registry)."""
+        assert field_manager == "specserve-switching"
         self.patches.append((name, status_body))
         tracked = self.registry.get((namespace, name))
         assert tracked is not None
         body = copy.deepcopy(tracked.body)
-        body["status"] = apply_merge_patch(body.get("status") or {}, status_body)
+        status = {k: v for k, v in (body.get("status") or {}).items() if k not in LOOP_FIELDS}
+        mine = [c for c in status_body.get("conditions", [])]
+        kept = [c for c in status.get("conditions", []) if c["type"] not in {m["type"] for m in mine}]
+        status.update({k: v for k, v in status_body.items() if k != "conditions"})
+        if kept or mine:
+            status["conditions"] = kept + mine
+        body["status"] = status
         tracked.body = body
+        return copy.deepcopy(body)
 
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
         self.events.append((type_, reason, message))
@@ -176,7 +186,8 @@ def make_world(doc: Mapping[str, Any], names: Sequence[str] = ("kimi-k25",), **m
         # The reconcile realising the target: the route now carries the decided weights.
         triggered.append(item.body["metadata"]["name"])
         switching = item.body["status"]["switching"]
-        item.body = {**item.body, "status": {**item.body["status"], "weights": switching["weights"]}}
+        if switching.get("weights") is not None:
+            item.body = {**item.body, "status": {**item.body["status"], "weights": switching["weights"]}}
 
     loop = SwitchingLoop(
         registry, kube, FakeReaders(prom), policy, trigger, LoopConfig(prometheus_url="http://prom:9090"),
@@ -238,25 +249,95 @@ async def test_a_decision_is_written_realised_at_once_and_announced(world: World
     assert len(world.status()["history"]) == 1
 
 
-async def test_no_new_decision_while_the_previous_one_has_not_converged(world: World) -> None:
+async def test_traffic_split_keeps_deciding_while_the_route_lags_its_target(world: World) -> None:
     world.prom.demand["kimi-k25"] = 2.0
     await world.round_at(100)
-    # The reconcile has not moved the route yet (e.g. waiting on readiness).
+    # The reconcile has not moved the route yet (e.g. it drains a pool to roll it).
     tracked = world.registry.get((NS, "kimi-k25"))
     assert tracked is not None
     tracked.body["status"]["weights"] = {"speculative": 0, "baseline": 100}
     world.prom.demand["kimi-k25"] = 50.0
     await world.round_at(105)
-    assert world.policy.calls[-1][2] is True  # converging
-    assert world.status()["switching"]["weights"] == {"speculative": 100, "baseline": 0}  # held
+    assert world.policy.calls[-1][2] is False  # not frozen: the target follows the load
+    assert world.status()["switching"]["weights"] == {"speculative": 0, "baseline": 100}
+    # The Switching condition still tells that the route has not reached the target.
+    tracked.body["status"]["weights"] = {"speculative": 100, "baseline": 0}
+    await world.round_at(110)
+    assert world.condition("Switching")["status"] == "True"
+    assert "route weights 100/0 (speculative/baseline), target 0/100" in world.condition("Switching")["message"]
 
 
-async def test_pods_not_ready_mean_converging(kimi_doc: dict[str, Any]) -> None:
+async def test_a_pool_without_ready_pods_does_not_freeze_traffic_split(kimi_doc: dict[str, Any]) -> None:
+    # A stuck or failed pool: weights between the Ready pools keep following load (the sample says which are Ready).
     w = make_world(kimi_doc)
     w.kube.deployments[0]["status"]["readyReplicas"] = 0
     await w.round_at(100)
-    assert w.policy.calls[-1][2] is True
+    assert w.policy.calls[-1][2] is False
     assert w.policy.calls[-1][1].speculative is not None and w.policy.calls[-1][1].speculative.ready_replicas == 0
+
+
+def restart_world(kimi_doc: dict[str, Any], status: JSON) -> World:
+    doc = copy.deepcopy(kimi_doc)
+    doc["spec"]["strategy"] = "Restart"
+    w = make_world(doc)
+    tracked = w.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    tracked.body["status"] = status
+    w.kube.deployments = [deployment("kimi-k25-engine")]
+    return w
+
+
+RESTARTED = {
+    "activeMode": "Speculative",  # what serves: the roll into Baseline has not settled
+    "switching": {"mode": "Baseline", "modeSince": "1970-01-01T00:01:40Z", "lastSwitch": "1970-01-01T00:01:40Z",
+                  "restarts": ["1970-01-01T00:01:40Z"]},
+    "lastDecision": {"time": "1970-01-01T00:01:40Z", "fromMode": "Speculative", "toMode": "Baseline",
+                     "reason": "regret > cost", "action": "Restart", "applied": True},
+}  # fmt: skip
+DEADLINE = {"role": "engine", "name": "kimi-k25-engine", "desired": 1, "ready": 0, "updated": 1,
+            "failure": {"reason": "ProgressDeadlineExceeded", "message": "ReplicaSet has timed out progressing.",
+                        "deadlineExceeded": True}}  # fmt: skip
+
+
+async def test_a_restart_whose_roll_ran_past_its_deadline_is_rolled_back_and_the_mode_barred(
+    kimi_doc: dict[str, Any],
+) -> None:
+    w = restart_world(kimi_doc, {**copy.deepcopy(RESTARTED), "pools": [DEADLINE]})
+    w.prom.demand["kimi-k25"] = None  # the load is unknown too: the rollback does not wait for it
+    await w.round_at(400)
+    switching = w.status()["switching"]
+    assert switching["mode"] == "Speculative"  # the target is the mode that served
+    bar = switching["barred"]
+    assert [(b["mode"], b["until"], b["failures"]) for b in bar] == [("Baseline", "1970-01-01T00:16:40Z", 1)]
+    assert "ProgressDeadlineExceeded" in bar[0]["reason"]
+    last = w.status()["lastDecision"]
+    assert (last["action"], last["fromMode"], last["toMode"]) == ("Rollback", "Baseline", "Speculative")
+    assert w.status()["history"][-1] == last
+    assert [(t, r) for t, r, _ in w.kube.events] == [("Warning", "Rollback")]
+    assert w.triggered == ["kimi-k25"]  # realised at once
+    assert w.policy.calls == []  # the policy was not asked this round
+    # The roll back is under way (activeMode is still Speculative, the target too): no second rollback.
+    await w.round_at(405)
+    assert w.status()["lastDecision"] == last and len(w.kube.events) == 1
+
+
+async def test_the_back_off_doubles_with_each_failure_and_a_converged_change_after_it_lifts_the_bar(
+    kimi_doc: dict[str, Any],
+) -> None:
+    w = restart_world(kimi_doc, {**copy.deepcopy(RESTARTED), "pools": [DEADLINE]})
+    w.status()["switching"]["barred"] = [
+        {"mode": "Baseline", "until": "1970-01-01T00:05:00Z", "failures": 2, "reason": "OOMKilled"}
+    ]
+    await w.round_at(400)
+    bar = w.status()["switching"]["barred"][0]
+    assert (bar["failures"], bar["until"]) == (3, "1970-01-01T00:46:40Z")  # 400 s + 40 min
+    # Later: the bar is over, the policy restarted into Baseline after it and that roll converged.
+    tracked = w.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    switching = {**w.status()["switching"], "mode": "Baseline", "lastSwitch": "1970-01-01T01:10:00Z"}
+    tracked.body["status"] = {**w.status(), "activeMode": "Baseline", "pools": [], "switching": switching}
+    await w.round_at(4500)
+    assert w.status()["switching"].get("barred", []) == []
 
 
 async def test_three_failed_rounds_turn_metrics_unavailable_once_and_recovery_clears_it(world: World) -> None:
@@ -422,3 +503,30 @@ async def test_a_restart_is_priced_with_the_start_up_its_pods_measured(kimi_doc:
     ]
     await world.round_at(105)
     assert world.policy.knobs[-1].startup_seconds == 510.0
+
+
+async def test_a_pending_move_stored_untyped_by_an_earlier_release_is_written_back_typed(world: World) -> None:
+    await world.round_at(100)
+    tracked = world.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    switching = {**tracked.body["status"]["switching"], "pending": "w=40", "pendingSince": "1970-01-01T00:01:40Z"}
+    tracked.body["status"] = {**tracked.body["status"], "switching": switching}
+    writes = len(world.kube.patches)
+    await world.round_at(105)
+    assert len(world.kube.patches) == writes + 1
+    written = world.status()["switching"]
+    assert "pendingSince" not in written and not isinstance(written.get("pending"), str)
+    await world.round_at(110)
+    assert len(world.kube.patches) == writes + 1  # once
+
+
+def test_a_watch_event_older_than_the_answer_to_our_write_does_not_replace_it() -> None:
+    registry = Registry()
+    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "10"}}, {})
+    tracked = registry.get((NS, "a"))
+    assert tracked is not None
+    tracked.body = {"metadata": {"namespace": NS, "name": "a", "resourceVersion": "12"}, "status": {"x": 1}}
+    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "11"}}, {})  # queued before
+    assert tracked.body["status"] == {"x": 1}
+    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "13"}}, {})
+    assert tracked.body["metadata"]["resourceVersion"] == "13"

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from specserve.api.models import Mode, SpecServeStatus, Weights
 from specserve.api.validation import parse_object
-from specserve.policy.types import PolicyState
+from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
 from specserve.switching.state import epoch, from_status, resume, rfc3339, to_status, worth_writing
 
 T = 1_800_000_000.0
@@ -20,8 +20,7 @@ def full_state() -> PolicyState:
         last_switch=T + 1.5,
         regret=1234.5,
         restarts=(T - 3600, T - 60.25),
-        pending="w=0",
-        pending_since=T + 2,
+        pending=Pending(PendingKind.WAITING, T + 2, weight=0),
         unknown_streak=2,
         last_evaluation=T + 3.125,
         adaptive_crossover=24.0,
@@ -55,7 +54,7 @@ def test_resume_starts_from_status_or_from_initial_mode(kimi_doc: dict[str, obje
 def test_volatile_fields_alone_are_not_worth_a_write() -> None:
     state = full_state()
     assert not worth_writing(state, replace(state, last_evaluation=T + 60, unknown_streak=0))
-    assert worth_writing(state, replace(state, pending=None, pending_since=None))
+    assert worth_writing(state, replace(state, pending=None))
     assert worth_writing(state, replace(state, weights=Weights(speculative=0, baseline=100)))
 
 
@@ -64,3 +63,31 @@ def test_regret_is_written_geometrically() -> None:
     assert not worth_writing(state, replace(state, regret=1200.0))
     assert worth_writing(state, replace(state, regret=1400.0))
     assert worth_writing(state, replace(state, regret=0.0))  # a reset always
+
+
+def test_advice_and_bars_round_trip_too() -> None:
+    advised = Pending(PendingKind.ADVISED, T + 2, None, Action.RESTART, Mode.SPECULATIVE)
+    state = replace(full_state(), pending=advised, barred=(Bar(Mode.SPECULATIVE, T + 600, 2, "OOMKilled"),))
+    wire = SpecServeStatus(switching=to_status(state)).model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert wire["switching"]["pending"] == {"kind": "Advised", "since": "2027-01-15T08:00:02Z", "action": "Restart",
+                                            "mode": "Speculative"}  # fmt: skip
+    back = SpecServeStatus.model_validate(wire).switching
+    assert back is not None and from_status(back) == state
+
+
+def test_a_status_written_before_the_typed_pending_move_keeps_its_wish() -> None:
+    since = "2027-01-15T08:00:02Z"
+    legacy = {"mode": "Baseline", "modeSince": "2027-01-15T08:00:00Z"}
+    cases = {
+        "w=40": Pending(PendingKind.WAITING, T + 2, weight=40),
+        "moving w=40": Pending(PendingKind.MOVING, T + 2, weight=40),
+        "advised w=40": Pending(PendingKind.ADVISED, T + 2, weight=40, action=Action.SET_WEIGHTS),
+        "advised Restart->Speculative": Pending(
+            PendingKind.ADVISED, T + 2, action=Action.RESTART, mode=Mode.SPECULATIVE
+        ),
+        "advised crossover=64.00": Pending(PendingKind.ADVISED, T + 2, action=Action.RECONFIGURE, crossover=64.0),
+        "something else": None,
+    }
+    for text, pending in cases.items():
+        status = SpecServeStatus.model_validate({"switching": {**legacy, "pending": text, "pendingSince": since}})
+        assert status.switching is not None and from_status(status.switching).pending == pending, text

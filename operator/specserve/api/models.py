@@ -11,7 +11,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from specserve.api import k8s_rules
@@ -539,6 +539,49 @@ class ModeBar(Model):
     reason: str = Field(default="", max_length=1024, description="Why the roll failed (the pool's failure).")
 
 
+class PendingMove(Model):
+    """What the switching policy waits on (a stabilization window, a move under way) or has recommended once
+    (advisory). Typed: nothing here is parsed from a string."""
+
+    kind: Literal["Waiting", "Moving", "Advised"]
+    since: str | None = Field(
+        default=None, description="When the wish began: its stabilization window counts from here."
+    )
+    speculative_weight: int | None = Field(default=None, ge=0, le=100, description="TrafficSplit: the weight wanted.")
+    action: Literal["SetWeights", "Restart", "Reconfigure"] | None = Field(
+        default=None, description="Advised: the change recommended."
+    )
+    mode: Mode | None = None
+    adaptive_crossover: float | None = None
+
+
+def legacy_pending(pending: object, since: object) -> dict[str, object] | None:
+    """status.switching.pending as releases before the typed move wrote it ("w=40", "moving w=40",
+    "advised <w=40 | Restart->Baseline | crossover=64.00>"): read once, written back typed. Unknown text: no wish
+    (a stabilization window restarts, nothing else)."""
+    if not isinstance(pending, str):
+        return None
+    text, kind = pending, "Waiting"
+    for prefix, named in (("moving ", "Moving"), ("advised ", "Advised")):
+        if text.startswith(prefix):
+            text, kind = text[len(prefix) :], named
+    out: dict[str, object] = {"kind": kind, "since": since if isinstance(since, str) else None}
+    try:
+        if text.startswith("w="):
+            out["speculativeWeight"] = int(text[2:])
+            if kind == "Advised":
+                out["action"] = "SetWeights"
+        elif kind == "Advised" and text.startswith("Restart->"):
+            out.update(action="Restart", mode=text.removeprefix("Restart->"))
+        elif kind == "Advised" and text.startswith("crossover="):
+            out.update(action="Reconfigure", adaptiveCrossover=float(text.removeprefix("crossover=")))
+        else:
+            return None
+    except ValueError:
+        return None
+    return out
+
+
 class SwitchingState(Model):
     """The switching policy's memory between evaluations (specserve.policy.types.PolicyState), kept in status
     so that a restarted operator resumes a switch: no double restart, no forgotten dwell or restart budget."""
@@ -549,16 +592,30 @@ class SwitchingState(Model):
     last_switch: str | None = None
     regret: float = 0.0
     restarts: list[str] = Field(default_factory=list, max_length=1000)
-    pending: str | None = None
-    pending_since: str | None = None
+    pending: PendingMove | None = None
     unknown_streak: int = 0
     last_evaluation: str | None = None
     adaptive_crossover: float | None = None
+    served_crossover: float | None = Field(
+        default=None,
+        description="Adaptive: while a re-rendered config rolls out, the crossover of the config that served before "
+        "it (where a failed roll is rolled back to).",
+    )
     barred: list[ModeBar] = Field(
         default_factory=list,
         max_length=3,
         description="Modes the policy may not switch into until a time: a change it decided failed to roll out.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_pending(cls, data: object) -> object:
+        """Statuses written before the pending move was typed keep their wish (see `legacy_pending`)."""
+        if isinstance(data, dict) and ("pendingSince" in data or isinstance(data.get("pending"), str)):
+            since = data.get("pendingSince")
+            data = {k: v for k, v in data.items() if k != "pendingSince"}
+            data["pending"] = legacy_pending(data.get("pending"), since)
+        return data
 
 
 HISTORY_LIMIT = 20

@@ -206,11 +206,15 @@ def apply_merge(live: Any, applied: Any, keyed: bool) -> Any:
         current = out.get(name)
         key = list_key(name, value) if keyed and isinstance(value, list) and isinstance(current, list) else None
         if key and isinstance(current, list) and list_key(name, current) == key:
-            index = {key_of(item, key): item for item in current}
-            merged = [apply_merge(index.get(key_of(item, key)), item, keyed) for item in value]
-            applied_keys = {key_of(item, key) for item in value}
-            # Items others put there stay (after ours, in their old order).
-            merged.extend(item for item in current if key_of(item, key) not in applied_keys)
+            # As structured-merge-diff merges a list map: the live items in their order (merged with the applied
+            # one of the same key), then the applied items that are new, in the applied order.
+            applied_items = {key_of(item, key): item for item in value}
+            live_keys = {key_of(item, key) for item in current}
+            merged = [
+                apply_merge(item, applied_items[k], keyed) if (k := key_of(item, key)) in applied_items else item
+                for item in current
+            ]
+            merged.extend(item for item in value if key_of(item, key) not in live_keys)
             out[name] = merged
             continue
         out[name] = apply_merge(current, value, keyed)

@@ -1,10 +1,11 @@
 """The Direct source, for clusters without Prometheus: the operator scrapes the engines' /metrics itself.
 
 Pods are found by listing Pods with the SpecServe's instance label (pods get/list are in the operator's RBAC;
-Endpoints are not, and they drop not-Ready pods that may still hold requests): every Running pod with an IP is
-scraped at http://<podIP>:<spec.engine.port>/metrics. The text is parsed with prometheus_client's parser.
-Smoothing, rates and quantiles come from a short in-memory history per pod (the window of the Prometheus
-queries), so the first evaluation after a start reads instantaneous gauges and no rates yet.
+Endpoints are not): every Ready pod with an IP is scraped (a pod still loading serves nothing and answers no
+scrape), at http://<podIP>:<spec.engine.port>/metrics; the number scraped is compared with the pool's Ready
+replicas as Prometheus' series are. The text is parsed with prometheus_client's parser. Smoothing, rates and
+quantiles come from a short in-memory history per pod (the window of the Prometheus queries), so the first
+evaluation after a start reads instantaneous gauges and no rates yet.
 It yields the same QueryResults as Prometheus, so the rest of the signal path is shared.
 """
 
@@ -160,7 +161,7 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
     )
 
 
-def _results(key: PoolKey, view: PoolView, now: float, origin: str) -> list[QueryResult]:
+def _results(key: PoolKey, view: PoolView, pods: int, now: float, origin: str) -> list[QueryResult]:
     values: dict[Signal, float | None] = {
         Signal.RUNNING: view.running,
         Signal.QUEUED: view.queued,
@@ -172,6 +173,7 @@ def _results(key: PoolKey, view: PoolView, now: float, origin: str) -> list[Quer
         Signal.TPOT_P99: histogram_quantile(0.99, view.tpot),
         Signal.ACCEPT_LENGTH: view.accept_length,
         Signal.SPEC_STEPS: view.spec_steps,
+        Signal.SERIES: float(pods),
     }
     return [
         QueryResult(Query(signal, origin, key), {key: v} if v is not None else {}, now) for signal, v in values.items()
@@ -219,8 +221,9 @@ class DirectSource:
                 out += [QueryResult(Query(sig, origin, key), error=errors[0]) for sig in Signal]
                 continue
             if not pool_urls:
-                out += [QueryResult(Query(sig, origin, key), time=now) for sig in Signal]
+                out += [QueryResult(Query(sig, origin, key), {key: 0.0} if sig is Signal.SERIES else {}, now)
+                        for sig in Signal]  # fmt: skip
                 continue
             view = aggregate((self._histories[u] for u in pool_urls), now, windows)
-            out += _results(key, view, now, origin)
+            out += _results(key, view, len(pool_urls), now, origin)
         return out

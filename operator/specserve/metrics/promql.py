@@ -34,6 +34,7 @@ class Signal(StrEnum):
     ACCEPT_LENGTH = "accept_length"
     SPEC_STEPS = "spec_num_steps"
     FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
+    SERIES = "series"  # how many pods (scrape targets) report per pool: fewer than its Ready pods: load unknown
 
 
 # The signals demand is made of: without them a pool's load is unknown.
@@ -96,6 +97,10 @@ def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) 
             return f"avg{group} (sglang:spec_num_steps{{{matchers}}})"  # the steps active now
         case Signal.FRESHNESS:
             return f"min{group} (timestamp(sglang:num_running_reqs{{{matchers}}}))"
+        case Signal.SERIES:
+            # pods, not series: a pod may export one series per scheduler rank; `instance` is the scrape target
+            per_pod = ", ".join((*by, "instance"))
+            return f"count{group} (count by ({per_pod}) (sglang:num_running_reqs{{{matchers}}}))"
 
 
 def grouped_queries(windows: Windows) -> list[Query]:

@@ -1,7 +1,8 @@
 """Query results -> the policy's Samples (pure).
 
-Unknown is never 0: an errored query, a pool with Ready pods but no series, NaN, and series older than two
-scrape intervals make demand unknown, with the reason and the query that failed. A pool without Ready pods and
+Unknown is never 0: an errored query, a pool with Ready pods but no series, or with fewer series than Ready
+pods (the missing pods' load is not low, it is unread), NaN, and series older than two scrape intervals make
+demand unknown, with the reason and the query that failed. A pool without Ready pods and
 without series contributes nothing (it has nothing to serve). Per-pool extras (tokens/s, latency quantiles,
 accept length, active steps) are best effort: when unknown they are None and demand stays known.
 """
@@ -25,6 +26,7 @@ class Reason:
     QUERY_FAILED = "QueryFailed"
     QUERY_REFUSED = "QueryRefused"
     NO_DATA = "NoData"
+    PARTIAL = "PartialSeries"
     STALE = "Stale"
 
 
@@ -94,6 +96,14 @@ def _demand_part(
             Reason.NO_DATA,
             f"no load series for pool {key.pool} of {key.namespace}/{key.name} ({ready} Ready pods)",
             _result(results, Signal.RUNNING, key).query,
+        )
+    reporting = _extra(results, Signal.SERIES, key)  # absent only from sources that cannot count (simulate)
+    if reporting is not None and reporting < ready:
+        raise _UnknownError(
+            Reason.PARTIAL,
+            f"only {reporting:.0f} of the {ready} Ready pods of pool {key.pool} of {key.namespace}/{key.name} "
+            "report load series: the others' load is unknown, not low",
+            _result(results, Signal.SERIES, key).query,
         )
     now = _result(results, Signal.FRESHNESS, key).time
     age = (now - newest) if now is not None else 0.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specserve.policy.curves import ModeCurves, better_mode, crossover
+from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, PolicyState, Sample
 
@@ -26,7 +27,7 @@ def engine_notes(sample: Sample) -> tuple[str, ...]:
 
 
 def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample) -> Step:
-    held = replace(state, pending=None, pending_since=None)
+    held = replace(state, pending=None)
     notes = engine_notes(sample)
     if knobs.adaptive_explicit:
         return hold(held, "spec.speculative.adaptiveConfig is set: the engine follows it, nothing to re-render", notes)
@@ -43,14 +44,22 @@ def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState,
             f"crossover {c:.1f} is within ±{knobs.hysteresis:g} of the rendered {previous:.1f}: config unchanged",
             notes,
         )
+    bar = active_bar(state.barred, state.mode, sample.time)
+    if bar is not None:
+        return hold(
+            held,
+            f"crossover {c:.1f} moved from the rendered one, but re-rendering is barred for "
+            f"{bar.until - sample.time:.0f} s more: the last re-rendered config did not roll out ({bar.reason})",
+            notes,
+        )
     was = f"{previous:.1f}" if previous is not None else "none"
     return Step(
         held=held,
         action=Action.RECONFIGURE,
         reason=f"crossover {c:.1f} moved from {was} by more than ±{knobs.hysteresis:g}: re-render the adaptive config",
-        changed=replace(held, adaptive_crossover=c, last_switch=sample.time),
+        # the config that served is the rollback point until the new one has rolled out (policy.rollback)
+        changed=replace(held, adaptive_crossover=c, served_crossover=previous, last_switch=sample.time),
         mode=state.mode,
-        key=f"crossover={c:.2f}",
         adaptive_crossover=c,
         notes=notes,
     )

@@ -26,6 +26,7 @@ from functools import lru_cache
 
 from specserve.api.models import Mode
 from specserve.policy.curves import ModeCurves
+from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, PolicyState
 
@@ -91,7 +92,7 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     f_oth = pool_rate(curves, target, demand, n)
     regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
     restarts = recent(state.restarts, now)
-    held = replace(state, regret=regret, restarts=restarts, pending=None, pending_since=None)
+    held = replace(state, regret=regret, restarts=restarts, pending=None)
     cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
     per = demand / n if n > 0 else demand
     load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
@@ -113,6 +114,13 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
             f"{load}; {ledger}, but the restart budget is spent "
             f"({len(restarts)} of {knobs.max_restarts_per_day} in the last 24 h)",
         )
+    bar = active_bar(state.barred, target, now)
+    if bar is not None:
+        return hold(
+            held,
+            f"{load}; {ledger}, but {target} is barred for {bar.until - now:.0f} s more: the last restart into it "
+            f"did not roll out ({bar.failures} in a row: {bar.reason})",
+        )
     changed = replace(held, mode=target, mode_since=now, last_switch=now, regret=0.0, restarts=(*restarts, now))
     why = f"{ledger}: restart into {target}"
     if always and regret < cost:
@@ -123,5 +131,4 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
         reason=f"{load}; {why}",
         changed=changed,
         mode=target,
-        key=f"Restart->{target}",
     )

@@ -16,7 +16,6 @@ class Step:
     changed: PolicyState | None = None  # the next state when the change is made (action != HOLD)
     mode: Mode | None = None  # desired mode; None: held.mode
     weights: Weights | None = None  # desired weights; None: held.weights
-    key: str = ""  # names the recommendation, so an advisory one is recorded once (see switching.advise)
     adaptive_crossover: float | None = None
     notes: tuple[str, ...] = ()
 

@@ -7,7 +7,7 @@ The rules every strategy shares, in order:
 4. no curves and no crossoverConcurrency: hold initialMode and say so;
 5. the strategy's own rule (traffic.py, restart.py, reconfigure.py);
 6. advisory: the change is recorded (applied=False) but the state does not pretend it happened; the same
-   recommendation comes back as HOLD after the first time (state.pending = "advised <key>").
+   recommendation comes back as HOLD after the first time (state.pending: the advice given, PendingKind.ADVISED).
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from specserve.policy.reconfigure import decide_adaptive
 from specserve.policy.restart import decide_restart
 from specserve.policy.step import Step, hold
 from specserve.policy.traffic import decide_traffic, failover, weights_of
-from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
-
-ADVISED = "advised "
+from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, Sample, Verdict
 
 
 def known(demand: float | None) -> float | None:
@@ -80,7 +78,7 @@ def _rule(
         return decide_adaptive(knobs, curves, base, sample)
     if curves is None:
         return hold(
-            replace(base, pending=None, pending_since=None),
+            replace(base, pending=None),
             f"no curves and no crossoverConcurrency: holding initialMode {base.mode} "
             "(run `specserve calibrate` to let the policy decide)",
         )
@@ -93,6 +91,13 @@ def _rule(
         note = f"the curves give no crossover: {better_mode(curves)} serves more across the measured concurrencies"
         step = replace(step, reason=f"{step.reason} ({note})", notes=(*step.notes, note))
     return step
+
+
+def advice(step: Step, since: float | None) -> Pending:
+    """The recommendation a step makes, as advisory mode records it (the wish's start kept: its window goes on)."""
+    crossover = round(step.adaptive_crossover, 2) if step.adaptive_crossover is not None else None
+    weight = step.weights.speculative if step.weights is not None else None
+    return Pending(PendingKind.ADVISED, since, weight, step.action, step.mode, crossover)
 
 
 def _verdict(knobs: Knobs, before: PolicyState, step: Step, demand: float | None, now: float) -> Verdict:
@@ -109,9 +114,9 @@ def _verdict(knobs: Knobs, before: PolicyState, step: Step, demand: float | None
             state=replace(step.changed, last_evaluation=now), action=step.action, mode=mode, weights=weights,
             reason=step.reason, demand=demand, adaptive_crossover=step.adaptive_crossover, notes=step.notes,
         )  # fmt: skip
-    advised = ADVISED + step.key
-    kept = replace(held, pending=advised, pending_since=held.pending_since)
-    if before.pending == advised:
+    advised = advice(step, held.pending.since if held.pending is not None else None)
+    kept = replace(held, pending=advised)
+    if advised.same_advice(before.pending):
         return Verdict(
             state=kept, action=Action.HOLD, mode=held.mode, weights=held.weights, applied=False,
             reason=f"advisory, already recommended: {step.reason}", demand=demand,

@@ -7,9 +7,9 @@ In order, per evaluation:
    a demand that wanders less than the band moves nothing, however often it crosses the crossover;
 3. stabilization: the wish to move in one direction must persist for the window of that direction (towards
    baseline: upStabilizationSeconds; back towards speculative: downStabilizationSeconds). state.pending holds the
-   wish ("w=40": the speculative weight wanted), state.pending_since when it began; a wish in the other direction
+   wish (WAITING, the speculative weight wanted, since when); a wish in the other direction
    or a demand back inside the band clears it (HPA-style). Once the window has passed, the move continues
-   evaluation after evaluation without waiting again until the target is reached (pending "moving w=40"),
+   evaluation after evaluation without waiting again until the target is reached (pending MOVING),
    inside the band or not: the band decides when a move starts, not where it stops;
 4. a bounded step: the speculative weight moves by at most max_weight_step points per evaluation;
 5. the dominant pool changes only for a gain: the weights cross the 50/50 line only when the target serves at
@@ -27,10 +27,9 @@ from dataclasses import replace
 from specserve.api.models import Mode, Weights
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.step import Step, hold
-from specserve.policy.types import Action, Knobs, PolicyState, Sample
+from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, Sample
 from specserve.policy.weights import MODE_GAIN, crossing_gain, weight_band
 
-MOVING = "moving "  # state.pending prefix of a move under way (stepping towards its target)
 SPLIT_POINT = 50  # speculative weight at and above which the speculative pool is the dominant mode
 
 
@@ -77,7 +76,7 @@ def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
         new, empty = weights_of(100), "baseline"
     else:
         return None
-    held = replace(state, pending=None, pending_since=None)
+    held = replace(state, pending=None)
     return Step(
         held=held,
         action=Action.SET_WEIGHTS,
@@ -85,18 +84,12 @@ def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
         changed=moved(held, new, sample.time),
         mode=dominant(new),
         weights=new,
-        key=f"w={new.speculative}",
     )
 
 
-def pending_target(pending: str | None) -> int | None:
-    """The speculative weight a pending wish wants ("w=40", also after an advisory "advised w=40")."""
-    if pending is None or "w=" not in pending:
-        return None
-    try:
-        return int(pending.rsplit("w=", 1)[1])
-    except ValueError:
-        return None
+def pending_target(pending: Pending | None) -> int | None:
+    """The speculative weight a pending wish wants (also after an advisory recommendation of weights)."""
+    return pending.weight if pending is not None else None
 
 
 def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, now: float) -> tuple[int, str]:
@@ -124,7 +117,7 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     n_s, n_b = ready(knobs, sample)
     w = current_weights(state)
     if n_s + n_b == 0:
-        return hold(replace(state, pending=None, pending_since=None), "no Ready replica in either pool: holding")
+        return hold(replace(state, pending=None), "no Ready replica in either pool: holding")
     target, split, lo, hi = weight_band(curves, demand, n_s, n_b, knobs.hysteresis, knobs.tpot_slo)
     c = crossover(curves) if knobs.crossover is None else knobs.crossover
     where = f"demand {demand:.1f} ({demand / (n_s + n_b):.1f}/replica" + (f", crossover {c:.1f})" if c else ")")
@@ -136,11 +129,12 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     previous = pending_target(state.pending)
     same_way = previous is not None and (previous < w.speculative) == (towards is Mode.BASELINE)
     # a move under way goes on to its target: the band decides when to start moving, not where to stop
-    moving = same_way and (state.pending or "").startswith(MOVING) and target.speculative != w.speculative
+    under_way = state.pending is not None and state.pending.kind is PendingKind.MOVING
+    moving = same_way and under_way and target.speculative != w.speculative
     if lo <= w.speculative <= hi and not moving:
         band = f"{lo}-{hi}" if lo != hi else f"{lo}"
         return hold(
-            replace(state, pending=None, pending_since=None),
+            replace(state, pending=None),
             f"{where}: {best}; weights {show(w)} are inside the dead band (speculative {band} for demand "
             f"x(1±{knobs.hysteresis:g})): holding",
         )
@@ -150,13 +144,15 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
         if gain < MODE_GAIN:
             best += f" (only {gain * 100:+.2f} % over the 50/50 line: {dominant(w)} stays dominant)"
             if w.speculative == line:
-                return hold(replace(state, pending=None, pending_since=None), f"{where}: {best}: holding")
+                return hold(replace(state, pending=None), f"{where}: {best}: holding")
             target = weights_of(line)
     window = knobs.up_stabilization if towards is Mode.BASELINE else knobs.down_stabilization
-    since = state.pending_since if same_way and state.pending_since is not None else now
+    began = state.pending.since if state.pending is not None else None
+    since = began if same_way and began is not None else now
     # the wish keeps the target it began with while it waits (status is written only when the state changes)
-    wish = state.pending if same_way and not moving and state.pending else f"w={target.speculative}"
-    waiting = replace(state, pending=wish, pending_since=since)
+    kept = state.pending if same_way and not moving else None
+    wish = replace(kept, since=since) if kept is not None else Pending(PendingKind.WAITING, since, target.speculative)
+    waiting = replace(state, pending=wish)
     if now - since < window and not moving:
         return hold(
             waiting,
@@ -170,8 +166,7 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     reached = new_spec == target.speculative
     held_after = replace(
         waiting,
-        pending=None if reached else f"{MOVING}w={target.speculative}",
-        pending_since=None if reached else since,
+        pending=None if reached else Pending(PendingKind.MOVING, since, target.speculative),
     )
     return Step(
         held=waiting,
@@ -180,5 +175,4 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
         changed=moved(held_after, new, now),
         mode=dominant(new),
         weights=new,
-        key=f"w={new.speculative}",
     )

@@ -7,7 +7,7 @@ wall-clock time), `specserve simulate` (samples from a simulated Prometheus, sim
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from specserve.api.models import Mode, Strategy, Weights
@@ -69,6 +69,40 @@ class Action(StrEnum):
     SET_WEIGHTS = "SetWeights"  # TrafficSplit: new HTTPRoute weights
     RESTART = "Restart"  # Restart: roll the pool into the other mode
     RECONFIGURE = "Reconfigure"  # Adaptive: re-render the adaptive config (rolls the pool)
+    ROLLBACK = "Rollback"  # undo the policy's own Restart/Reconfigure whose roll ran past its deadline
+
+
+class PendingKind(StrEnum):
+    WAITING = "Waiting"  # TrafficSplit: a wish waiting out its stabilization window
+    MOVING = "Moving"  # TrafficSplit: a move under way, stepping on towards its target each evaluation
+    ADVISED = "Advised"  # advisory: this recommendation was recorded once; it is not recorded again
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What the policy waits on or has recommended (typed: the policy never parses its own state)."""
+
+    kind: PendingKind
+    since: float | None = None  # when the wish began (the stabilization window counts from here)
+    weight: int | None = None  # TrafficSplit: the speculative weight wanted
+    action: Action | None = None  # ADVISED: the recommendation
+    mode: Mode | None = None
+    crossover: float | None = None  # ADVISED Reconfigure: the crossover recommended
+
+    def same_advice(self, other: Pending | None) -> bool:
+        """The same recommendation, whenever it began."""
+        return other is not None and replace(self, since=None) == replace(other, since=None)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A mode the policy may not change into before `until`: its last roll into it failed and was undone.
+    Adaptive bars its one mode: no re-render before `until`."""
+
+    mode: Mode
+    until: float
+    failures: int = 1  # consecutive failed rolls into the mode; the back-off doubles with each
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,11 +116,14 @@ class PolicyState:
     last_switch: float | None = None  # when the last change was made
     regret: float = 0.0  # Restart: output tokens the other mode would have served more since mode_since
     restarts: tuple[float, ...] = ()  # Restart: times of the restarts of the last 24 h
-    pending: str | None = None  # the change the stabilization window is waiting on (e.g. "Baseline", "w=40")
-    pending_since: float | None = None
+    pending: Pending | None = None  # the wish a stabilization window waits on, a move under way, or advice given
     unknown_streak: int = 0  # consecutive evaluations whose signal was unknown
     last_evaluation: float | None = None
     adaptive_crossover: float | None = None  # Adaptive: the crossover the rendered config was computed from
+    # Adaptive: while a re-render rolls out, the crossover of the config that served before it (the rollback
+    # point); None once the roll converged
+    served_crossover: float | None = None
+    barred: tuple[Bar, ...] = ()  # modes the policy may not change into yet (policy.rollback)
 
 
 @dataclass(frozen=True)

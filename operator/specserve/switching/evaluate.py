@@ -1,10 +1,15 @@
 """One SpecServe's evaluation: state from status, the policy's verdict, the status to write (pure), and the
-write itself under the object's lock so the reconcile never undoes it with an older body."""
+write itself: a server-side apply of the loop's own status fields under its own field manager.
+
+The loop owns status.switching, load, lastDecision, history and the MetricsAvailable and Switching conditions
+(conditions are a list map keyed by type), and applies all of them, and only them, every time it writes: the
+reconcile's fields (activeMode, weights, pools, its conditions) are never in its body, so neither writer can undo
+the other with an older copy, and there is no diff base or write memo to share. It writes when its fields, as
+the live object holds them, differ from what it means them to be."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -12,9 +17,10 @@ from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
 from specserve.policy.curves import ModeCurves
+from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
-from specserve.reconcile import StatusWrite, current_status, previous_status
-from specserve.status import merge_patch, same_status, status_body
+from specserve.reconcile import previous_status
+from specserve.status import METRICS_AVAILABLE, SWITCHING, status_body
 from specserve.switching.pools import PoolState, converging, pending_change
 from specserve.switching.record import (
     FAILURE_THRESHOLD,
@@ -28,6 +34,7 @@ from specserve.switching.record import (
     with_decision,
     with_state,
 )
+from specserve.switching.rollback import failed_change
 from specserve.switching.state import material, resume, rfc3339, worth_writing
 
 JSON = dict[str, Any]
@@ -40,7 +47,9 @@ class Decide(Protocol):
 
 
 class StatusWriter(Protocol):
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None: ...
+    async def apply_status(
+        self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
+    ) -> JSON: ...
 
 
 @dataclass
@@ -61,6 +70,7 @@ class Evaluation:
     persisted: PolicyState | None  # what status.switching holds after this round (None: nothing yet)
     written: bool = False  # a status write was made
     from_mode: Mode | None = None  # the mode before this verdict
+    server: JSON | None = None  # the object as the server returned it after the write (None: no write)
 
     @property
     def changed(self) -> bool:
@@ -118,18 +128,59 @@ def next_status(
     return new, persisted
 
 
-def server_body(body: Mapping[str, Any], last_write: StatusWrite | None) -> JSON:
-    """The status body the server holds: our last write when the body handed to us predates it."""
-    if last_write is not None and same_status(previous_status(body), last_write.before):
-        return status_body(last_write.after)
-    raw = body.get("status")
-    return dict(raw) if isinstance(raw, dict) else {}
+def verdict_of(
+    obj: SpecServe,
+    status: SpecServeStatus,
+    state: PolicyState,
+    inputs: tuple[Decide, Knobs, ModeCurves | None],
+    reading: Reading,
+    pools: tuple[PoolState, ...],
+    now: float,
+) -> Verdict:
+    """This round's verdict: the rollback of the loop's own change that failed to roll out, whatever else; else
+    the policy's, told whether a change in flight forbids a new one (a converged change lifts expired bars)."""
+    decide, knobs, curves = inputs
+    failure = failed_change(obj, status, pools)
+    if failure is not None and not knobs.advisory:
+        return rollback(state, failure, now)
+    waiting = converging(obj, status, pools)
+    if waiting is None:
+        state = converged(state, now)
+    return decide(knobs, curves, state, replace(reading.sample, time=now), converging=waiting is not None)
+
+
+FIELD_MANAGER = "specserve-switching"
+LOOP_FIELDS = ("switching", "load", "lastDecision", "history")
+LOOP_CONDITIONS = (METRICS_AVAILABLE, SWITCHING)
+
+
+def owned(status: SpecServeStatus) -> JSON:
+    """The loop's fields of a status, as its apply body (pure)."""
+    full = status_body(status)
+    body = {key: full[key] for key in LOOP_FIELDS if key in full}
+    conditions = [c for c in full.get("conditions", []) if c.get("type") in LOOP_CONDITIONS]
+    if conditions:
+        body["conditions"] = conditions
+    return body
+
+
+def legacy(body: Mapping[str, Any]) -> bool:
+    """Whether the live status.switching still has the untyped pending move of earlier releases (read typed, see
+    api.models.legacy_pending): written back typed on the first round, so the stored object matches the CRD."""
+    raw = (body.get("status") or {}).get("switching")
+    return isinstance(raw, dict) and ("pendingSince" in raw or isinstance(raw.get("pending"), str))
+
+
+async def write_status(kube: StatusWriter, obj: SpecServe, body: JSON) -> JSON:
+    """Every status write of the loop goes through here (one place for the leadership fence); returns the object
+    as the server holds it after the write."""
+    meta = obj.metadata
+    return await kube.apply_status(SPECSERVE, meta.namespace, meta.name, body, FIELD_MANAGER)
 
 
 async def evaluate(
     kube: StatusWriter,
     body: Mapping[str, Any],
-    memo: MutableMapping[str, Any],
     obj: SpecServe,
     inputs: tuple[Decide, Knobs, ModeCurves | None],
     reading: Reading,
@@ -138,23 +189,14 @@ async def evaluate(
     memory: Memory | None,
     now: float,
 ) -> Evaluation:
-    """Decide and write, holding the lock the reconcile holds (handlers.py), and leave the write in the
-    `last_write` memo so a reconcile handed an older body reads this status instead."""
-    decide, knobs, curves = inputs
-    lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
-    async with lock:
-        status = current_status(body, memo.get("last_write"))
-        state = starting_state(obj, status, memory, now)
-        saved = resume(obj, status, now)
-        waiting = converging(obj, status, pools)
-        verdict = decide(knobs, curves, state, replace(reading.sample, time=now), converging=waiting is not None)
-        after, persisted = next_status(obj, status, saved, verdict, reading, pools, source, now)
-        # A merge patch against what the server holds: fields the loop cleared (e.g. pending) become null.
-        patch = merge_patch(server_body(body, memo.get("last_write")), status_body(after))
-        # Compared as models too: a server that drops empty lists must not make every round a write.
-        written = bool(patch) and not same_status(after, status)
-        if written:
-            meta = obj.metadata
-            await kube.patch_status(SPECSERVE, meta.namespace, meta.name, patch)
-            memo["last_write"] = StatusWrite(before=previous_status(body), after=after)
-    return Evaluation(verdict, status, after, verdict.state, persisted, written, state.mode)
+    """Decide, and apply the loop's fields when they differ from the live ones."""
+    status = previous_status(body)
+    state = starting_state(obj, status, memory, now)
+    saved = resume(obj, status, now)
+    verdict = verdict_of(obj, status, state, inputs, reading, pools, now)
+    after, persisted = next_status(obj, status, saved, verdict, reading, pools, source, now)
+    intent = owned(after)
+    server: JSON | None = None
+    if intent != owned(status) or legacy(body):
+        server = await write_status(kube, obj, intent)
+    return Evaluation(verdict, status, after, verdict.state, persisted, server is not None, state.mode, server)

@@ -101,13 +101,22 @@ def _by_name(items: list[JSON]) -> dict[str, JSON]:
     return {(i.get("metadata") or {}).get("name", ""): i for i in items}
 
 
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """The kubelet's word: Running with the Ready condition True (a loading engine is neither)."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
 def pod_urls(obj: SpecServe, pods: list[JSON]) -> dict[PoolKey, list[str]]:
-    """The /metrics URLs of a SpecServe's Running pods with an IP, by pool (pure)."""
+    """The /metrics URLs of a SpecServe's Ready pods with an IP, by pool (pure). A pod still loading its model
+    serves no traffic and answers no scrape: reading it would make the whole SpecServe's demand unknown."""
     out: dict[PoolKey, list[str]] = defaultdict(list)
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
         status = pod.get("status") or {}
-        if labels.get(LABEL_INSTANCE) != obj.metadata.name or status.get("phase") != "Running":
+        if labels.get(LABEL_INSTANCE) != obj.metadata.name or not pod_ready(pod):
             continue
         if status.get("podIP") and labels.get(LABEL_POOL):
             key = PoolKey(obj.metadata.namespace, obj.metadata.name, labels[LABEL_POOL])

@@ -23,7 +23,7 @@ from specserve.kube.kinds import Kind
 from specserve.policy.curves import ModeCurves, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.types import Action, Knobs
-from specserve.reconcile import current_status
+from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
 from specserve.switching.gather import Gathered, Plan, Readers, gather, plan
 from specserve.switching.record import became_unavailable
@@ -36,17 +36,27 @@ Key = tuple[str, str]
 
 class Kube(Protocol):
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None: ...
+    async def apply_status(
+        self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
+    ) -> JSON: ...
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None: ...
 
 
 @dataclass
 class Tracked:
-    """A SpecServe as the watch last delivered it, and its per-object kopf memo (the lock and `last_write`
-    shared with the reconcile handlers)."""
+    """A SpecServe as last seen (the watch, or the server's answer to the loop's own write), and its per-object
+    kopf memo (for the reconcile the loop triggers)."""
 
     body: JSON
     memo: MutableMapping[str, Any]
+
+
+def older(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether a watched body predates one we hold (the answer to our own write). resourceVersions are opaque
+    in general, but the API server's are etcd revisions: compared only when both are integers."""
+    new = str((body.get("metadata") or {}).get("resourceVersion", ""))
+    held = str((than.get("metadata") or {}).get("resourceVersion", ""))
+    return new.isdigit() and held.isdigit() and int(new) < int(held)
 
 
 @dataclass
@@ -64,7 +74,9 @@ class Registry:
         tracked = self.items.get(self.key(body))
         if tracked is None:
             tracked = self.items[self.key(body)] = Tracked(body, memo)
-        tracked.body, tracked.memo = body, memo
+        if not older(body, tracked.body):
+            tracked.body = body
+        tracked.memo = memo
         return tracked
 
     def forget(self, body: Mapping[str, Any]) -> None:
@@ -134,7 +146,7 @@ class SwitchingLoop:
                 obj = parse_object(tracked.body)
             except (InvalidSpecServe, ValidationError):
                 continue  # the reconcile reports it; the last good target keeps serving
-            status = current_status(tracked.body, tracked.memo.get("last_write"))
+            status = previous_status(tracked.body)
             mode = resume(obj, status, now).mode
             due.append((tracked, obj, plan(obj, mode, self.config.prometheus_url)))
         return due
@@ -164,10 +176,12 @@ class SwitchingLoop:
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
         inputs = (self.decide, knobs, self._curves_of(p.key, obj))
         memory = self._memory.get(p.key)
-        done = await evaluate(
-            self.kube, tracked.body, tracked.memo, obj, inputs, got.reading, got.pools, p.source, memory, now
-        )
+        done = await evaluate(self.kube, tracked.body, obj, inputs, got.reading, got.pools, p.source, memory, now)
         self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
+        if done.server is not None:
+            # The server's answer is newer than the watch's last body: the reconcile triggered below, and the
+            # next round, start from it (the watch may deliver older events after it: see Registry.update).
+            tracked.body = done.server
         await self._tell(tracked, obj, done, got)
         if done.changed:
             await self.trigger(tracked)  # realise the new target now, not at the next resync
@@ -191,8 +205,10 @@ class SwitchingLoop:
             message = f"{done.from_mode.value if done.from_mode else '-'} -> {verdict.mode.value}"
             if verdict.weights is not None:
                 message += f" (weights {verdict.weights.speculative}/{verdict.weights.baseline})"
+            # A rollback is the loop undoing its own change that failed: a Warning, as the roll's failure is.
+            kind = "Warning" if verdict.action is Action.ROLLBACK else "Normal"
             await self.kube.post_event(
-                tracked.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}"
+                tracked.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}", type_=kind
             )
             log.info("switching %s/%s: %s", ns, name, message)
         unavailable = became_unavailable(done.before, done.after)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
-from specserve.pool_state import read_pool
+from specserve.pool_state import PoolCounts, read_pool
 from specserve.render.manifests import pools
 
 PROGRESSING = "Progressing"  # the reconcile's rollout condition
@@ -27,7 +27,10 @@ class PoolState:
     # scale-up still starting leave a serving pool settled: "scaling", not "rolling").
     settled: bool
     complete: bool = False  # settled with every wanted pod Ready
-    deadline_exceeded: bool = False  # the Deployment reports ProgressDeadlineExceeded for its current spec
+    # the current template is rolled out to every pod, Ready or not: Pending pods of a scale-up are not a roll
+    rolled: bool = True
+    # the Deployment controller gave up on the roll: Progressing=False ProgressDeadlineExceeded ("reason: message")
+    stalled: str | None = None
 
 
 def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[str, Any]]) -> tuple[PoolState, ...]:
@@ -49,11 +52,21 @@ def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[st
                 counts.wanted(rendered),
                 counts.ready,
                 counts.is_settled(rendered),
-                counts.is_complete(rendered),
-                counts.deadline_exceeded,
+                complete=counts.is_complete(rendered),
+                rolled=not counts.rolling,
+                stalled=_stalled(counts),
             )
         )
     return tuple(out)
+
+
+def _stalled(counts: PoolCounts) -> str | None:
+    """The Deployment controller's word that the current roll ran past progressDeadlineSeconds, as
+    "ProgressDeadlineExceeded: <message>" (None: progressing, or no deadline passed)."""
+    if not counts.deadline_exceeded or counts.progress is None:
+        return None
+    message = counts.progress.message
+    return f"{counts.progress.reason}: {message}" if message else counts.progress.reason
 
 
 def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
@@ -70,7 +83,7 @@ def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
     if obj.spec.strategy is Strategy.RESTART and status.active_mode is not None and status.active_mode != target.mode:
         return f"restarting pods into {target.mode.value} (serving {status.active_mode.value})"
     last = status.last_decision
-    ours = last is not None and last.applied and last.action in ("Restart", "Reconfigure")
+    ours = last is not None and last.applied and last.action in ("Restart", "Reconfigure", "Rollback")
     progressing = _progressing(status)
     if ours and progressing is not None:
         return progressing
@@ -85,12 +98,26 @@ def _progressing(status: SpecServeStatus) -> str | None:
 
 
 def converging(obj: SpecServe, status: SpecServeStatus, states: tuple[PoolState, ...]) -> str | None:
-    """Why the policy must not start a change now (None: the last change converged): the loop's own change
-    pending, any rollout in progress, or pods not Ready."""
-    pending = pending_change(obj, status) or _progressing(status)
+    """Why the policy must not start a change now (None: it may). Only what a change would collide with freezes it:
+
+    - TrafficSplit: nothing. The weights it decides keep following the load between Ready pools while a pool
+      rolls, is stuck or failed, and while the reconcile holds the route elsewhere (draining a pool to roll it):
+      the route then goes to the latest target (the sample's Ready counts keep weight off a pool without Ready
+      pods; failover acts before this is even asked);
+    - Restart and Adaptive: the loop's own change not realised yet (`pending_change`);
+    - Restart and Adaptive (one pool, a change rolls it): a roll under way (Progressing, or a template not yet
+      rolled out to every pod), or no Ready pod to read the load from. Pending pods of a scale-up do not freeze
+      it: that is scaling, not rolling."""
+    if obj.spec.strategy is Strategy.TRAFFIC_SPLIT:
+        return None
+    pending = pending_change(obj, status)
     if pending is not None:
         return pending
-    waiting = [f"{p.ready}/{p.desired} pods of {p.name} ready" for p in states if p.desired > 0 and not p.settled]
-    if waiting:
-        return "; ".join(waiting)
-    return None
+    progressing = _progressing(status)
+    if progressing is not None:
+        return progressing
+    rolling = [
+        f"{p.name} rolling out ({p.ready}/{p.desired} pods ready)" for p in states if p.desired > 0 and not p.rolled
+    ]
+    idle = [f"no Ready pod of {p.name} (0/{p.desired})" for p in states if p.desired > 0 and p.ready == 0]
+    return "; ".join(rolling + idle) or None

@@ -3,11 +3,12 @@ the millisecond, so a round trip is exact at that resolution)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from specserve.api.models import SpecServe, SpecServeStatus, SwitchingState
+from specserve.api.models import ModeBar, PendingMove, SpecServe, SpecServeStatus, SwitchingState
 from specserve.policy.switching import initial_state
-from specserve.policy.types import PolicyState
+from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
 
 
 def rfc3339(t: float) -> str:
@@ -25,6 +26,36 @@ def _opt(text: str | None) -> float | None:
     return epoch(text) if text is not None else None
 
 
+def _ms(t: float | None) -> float | None:
+    return round(t, 3) if t is not None else None
+
+
+def _pending_out(pending: Pending | None) -> PendingMove | None:
+    if pending is None:
+        return None
+    return PendingMove(
+        kind=pending.kind.value,
+        since=rfc3339(pending.since) if pending.since is not None else None,
+        speculative_weight=pending.weight,
+        action=pending.action.value if pending.action is not None else None,
+        mode=pending.mode,
+        adaptive_crossover=pending.crossover,
+    )
+
+
+def _pending_in(saved: PendingMove | None) -> Pending | None:
+    if saved is None:
+        return None
+    return Pending(
+        kind=PendingKind(saved.kind),
+        since=_opt(saved.since),
+        weight=saved.speculative_weight,
+        action=Action(saved.action) if saved.action is not None else None,
+        mode=saved.mode,
+        crossover=saved.adaptive_crossover,
+    )
+
+
 def to_status(state: PolicyState) -> SwitchingState:
     return SwitchingState(
         mode=state.mode,
@@ -33,11 +64,14 @@ def to_status(state: PolicyState) -> SwitchingState:
         last_switch=rfc3339(state.last_switch) if state.last_switch is not None else None,
         regret=state.regret,
         restarts=[rfc3339(t) for t in state.restarts],
-        pending=state.pending,
-        pending_since=rfc3339(state.pending_since) if state.pending_since is not None else None,
+        pending=_pending_out(state.pending),
         unknown_streak=state.unknown_streak,
         last_evaluation=rfc3339(state.last_evaluation) if state.last_evaluation is not None else None,
         adaptive_crossover=state.adaptive_crossover,
+        served_crossover=state.served_crossover,
+        barred=[
+            ModeBar(mode=b.mode, until=rfc3339(b.until), failures=b.failures, reason=b.reason) for b in state.barred
+        ],
     )
 
 
@@ -49,11 +83,12 @@ def from_status(saved: SwitchingState) -> PolicyState:
         last_switch=_opt(saved.last_switch),
         regret=saved.regret,
         restarts=tuple(epoch(t) for t in saved.restarts),
-        pending=saved.pending,
-        pending_since=_opt(saved.pending_since),
+        pending=_pending_in(saved.pending),
         unknown_streak=saved.unknown_streak,
         last_evaluation=_opt(saved.last_evaluation),
         adaptive_crossover=saved.adaptive_crossover,
+        served_crossover=saved.served_crossover,
+        barred=tuple(Bar(b.mode, epoch(b.until), b.failures, b.reason) for b in saved.barred),
     )
 
 
@@ -78,9 +113,10 @@ def material(state: PolicyState) -> PolicyState:
         weights=state.weights,
         last_switch=round(state.last_switch, 3) if state.last_switch is not None else None,
         restarts=tuple(round(t, 3) for t in state.restarts),
-        pending=state.pending,
-        pending_since=round(state.pending_since, 3) if state.pending_since is not None else None,
+        pending=replace(state.pending, since=_ms(state.pending.since)) if state.pending is not None else None,
         adaptive_crossover=state.adaptive_crossover,
+        served_crossover=state.served_crossover,
+        barred=tuple(replace(b, until=round(b.until, 3)) for b in state.barred),
     )
 
 

@@ -1,0 +1,232 @@
+"""The switching loop under failure, end to end: the real operator against the fake API server, Debian's
+Prometheus scraping SGLang emulators (or the Direct source scraping them), with the failures injected in the
+fake's store: a Restart whose pods never get Ready past the progress deadline, a pool stuck mid-roll, Prometheus
+returning series for only some pods, a pod still loading its model."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specserve.emulator.testing import free_port
+from specserve.kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
+from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes
+from tests.integration.test_switching import (  # noqa: F401 (fixtures)
+    NAME,
+    NS,
+    adaptive_config,
+    condition,
+    engine_prometheus,
+    engines,
+    events,
+    eventually,
+    fake,
+    load,
+    manual_fake,
+    operator,
+    prometheus,
+    restart_doc,
+    spec_weight,
+    speculative_template,
+    status,
+    switching_doc,
+)
+
+STALLED = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+           "message": 'ReplicaSet "kimi-k25-engine-2" has timed out progressing.'}  # fmt: skip
+
+
+def stall(api: FakeApiServer, name: str, ready: int, updated: int, replicas: int) -> None:
+    """The Deployment controller's report of a roll that ran past progressDeadlineSeconds."""
+    deployment = api.get(DEPLOYMENTS, NS, name)
+    assert deployment is not None
+    api.patch_status(DEPLOYMENTS, NS, name, {
+        "observedGeneration": deployment["metadata"]["generation"], "replicas": replicas,
+        "readyReplicas": ready, "availableReplicas": ready, "updatedReplicas": updated, "conditions": [STALLED],
+    })  # fmt: skip
+
+
+async def test_a_restart_whose_pods_never_get_ready_is_rolled_back_and_the_mode_barred(
+    manual_fake: FakeApiServer,  # noqa: F811
+    engine_prometheus: Prometheus,  # noqa: F811
+    load: Load,  # noqa: F811
+    kimi_doc: dict[str, Any],
+) -> None:
+    api, engine = manual_fake, f"{NAME}-engine"
+    await load.set(4)
+    async with operator(engine_prometheus.url) as running:
+        api.create(restart_doc(kimi_doc))  # baseline serves more everywhere: a Restart into it comes at once
+        await eventually(lambda: speculative_template(api) is True, what="the engine Deployment")
+        api.set_deployment_ready(NS, engine)
+        await eventually(lambda: speculative_template(api) is False, what="the restart into Baseline")
+        assert status(api)["activeMode"] == "Speculative"
+        # The new pod never gets Ready (a wrong draft path, an OOM while capturing CUDA graphs): the deadline passes.
+        stall(api, engine, ready=0, updated=1, replicas=1)
+        back = await eventually(
+            lambda: (d := status(api).get("lastDecision")) and d["action"] == "Rollback" and d, what="the rollback"
+        )
+        assert (back["fromMode"], back["toMode"]) == ("Baseline", "Speculative")
+        assert "ProgressDeadlineExceeded" in back["reason"] and "barred for 600 s" in back["reason"]
+        switching = status(api)["switching"]
+        assert switching["mode"] == "Speculative"
+        (bar,) = switching["barred"]
+        assert (bar["mode"], bar["failures"]) == ("Baseline", 1) and "timed out progressing" in bar["reason"]
+        assert status(api)["history"][-1] == back
+        assert ("Warning", "Rollback") in events(api)
+        await eventually(lambda: speculative_template(api) is True, what="the template rolled back")
+        api.set_deployment_ready(NS, engine)
+        await eventually(lambda: status(api).get("activeMode") == "Speculative", what="serving speculative again")
+        # The policy resumes: it is evaluating (the Switching condition settles) but does not restart into the
+        # barred mode, though Baseline still serves more.
+        await eventually(lambda: condition(api, "Switching").get("status") == "False", what="switching settled")
+        await asyncio.sleep(4)
+        assert speculative_template(api) is True
+        assert status(api)["lastDecision"] == back and status(api)["switching"]["barred"] == [bar]
+        assert [d["action"] for d in status(api)["history"]] == ["Restart", "Rollback"]
+        assert not running.done(), "the operator stopped"
+
+
+async def test_an_adaptive_rerender_that_does_not_roll_out_is_reverted_and_rerendering_barred(
+    manual_fake: FakeApiServer,  # noqa: F811
+    engine_prometheus: Prometheus,  # noqa: F811
+    load: Load,  # noqa: F811
+    kimi_doc: dict[str, Any],
+) -> None:
+    api, engine = manual_fake, f"{NAME}-engine"
+    await load.set(2)
+    doc = switching_doc(kimi_doc)
+    doc["spec"]["strategy"] = "Adaptive"
+    doc["spec"]["switching"].update({"crossoverConcurrency": 16, "hysteresis": 0.2})
+    async with operator(engine_prometheus.url) as running:
+        api.create(doc)
+        await eventually(lambda: '"16"' in adaptive_config(api), what="the config rendered from crossover 16")
+        api.set_deployment_ready(NS, engine)
+        await eventually(lambda: condition(api, "MetricsAvailable").get("status") == "True", what="load read")
+        # Re-measured past the band: the loop re-renders from 40, the pool rolls onto the new config...
+        api.patch(SPECSERVES, NS, NAME, {"spec": {"switching": {"crossoverConcurrency": 40}}})
+        await eventually(lambda: '"40"' in adaptive_config(api), what="the config re-rendered from crossover 40")
+        assert status(api)["switching"]["servedCrossover"] == 16
+        # ... and its pods never get Ready (the new config crashes the engine): the deadline passes.
+        stall(api, engine, ready=0, updated=1, replicas=1)
+        back = await eventually(
+            lambda: (d := status(api).get("lastDecision")) and d["action"] == "Rollback" and d, what="the rollback"
+        )
+        assert "back to crossover 16" in back["reason"]
+        switching = status(api)["switching"]
+        assert switching["adaptiveCrossover"] == 16 and "servedCrossover" not in switching
+        assert [b["mode"] for b in switching["barred"]] == [switching["mode"]]  # Adaptive bars its one mode
+        assert ("Warning", "Rollback") in events(api)
+        await eventually(lambda: '"16"' in adaptive_config(api), what="the config of crossover 16 back")
+        api.set_deployment_ready(NS, engine)
+        # The spec still says 40, but re-rendering is barred: nothing is decided while the bar lasts.
+        await asyncio.sleep(5)
+        assert status(api)["lastDecision"] == back and '"16"' in adaptive_config(api)
+        assert not running.done(), "the operator stopped"
+
+
+async def test_weights_between_ready_pools_follow_demand_while_a_pool_is_stuck_mid_roll(
+    fake: FakeApiServer,  # noqa: F811
+    prometheus: Prometheus,  # noqa: F811
+    load: Load,  # noqa: F811
+    kimi_doc: dict[str, Any],
+) -> None:
+    await load.set(1)
+    async with operator(prometheus.url) as running:
+        fake.create(switching_doc(kimi_doc))
+        await eventually(lambda: spec_weight(fake) is not None, what="the HTTPRoute")
+        fake.set_route_accepted(NS, NAME)
+        await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
+        # The speculative pool's roll is stuck (its surge pod found no free GPU), its old pod still serves.
+        stall(fake, f"{NAME}-spec", ready=1, updated=0, replicas=2)
+        await asyncio.sleep(2)
+        decided = len(status(fake).get("history", []))
+        await load.set(24)
+        # The loop's target follows the step (the route realises it as far as the reconcile lets the stuck pool
+        # be: it may hold it drained while it rolls).
+        await eventually(lambda: status(fake)["switching"]["weights"]["speculative"] < 60, what="target down")
+        moves = status(fake)["history"][decided:]
+        assert moves and all(d["action"] == "SetWeights" and d["applied"] for d in moves)
+        assert all(d["weights"]["speculative"] < 100 for d in moves)
+        assert not running.done(), "the operator stopped"
+
+
+@pytest.fixture()
+def partial_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:  # noqa: F811
+    """Scrapes one pod of each pool while the baseline pool runs two Ready pods."""
+    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
+    server = Prometheus(tmp_path, targets, interval=1.0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_series_for_only_some_ready_pods_make_the_load_unknown_and_nothing_switches(
+    fake: FakeApiServer,  # noqa: F811
+    partial_prometheus: Prometheus,
+    load: Load,  # noqa: F811
+    kimi_doc: dict[str, Any],
+) -> None:
+    await load.set(1)  # low: read as known, it would move all weight to the speculative pool
+    doc = switching_doc(kimi_doc)
+    doc["spec"]["pools"]["baseline"]["replicas"] = 2
+    async with operator(partial_prometheus.url) as running:
+        fake.create(doc)
+        await eventually(lambda: spec_weight(fake) is not None, what="the HTTPRoute")
+        fake.set_route_accepted(NS, NAME)
+        # (A freshly started Prometheus has no series at all for its first scrapes: NoData first.)
+        unavailable = await eventually(
+            lambda: (c := condition(fake, "MetricsAvailable")).get("reason") == "PartialSeries" and c,
+            what="load unknown: partial series",
+        )
+        assert unavailable["status"] == "False"
+        assert "only 1 of the 2 Ready pods of pool baseline" in unavailable["message"]
+        await asyncio.sleep(3)
+        assert spec_weight(fake) == 0  # initialMode Baseline held
+        assert "lastDecision" not in status(fake)
+        assert ("Warning", "MetricsUnavailable") in events(fake)
+        assert not running.done(), "the operator stopped"
+
+
+async def test_direct_reads_the_demand_of_the_ready_pods_while_another_pod_loads(
+    fake: FakeApiServer,  # noqa: F811
+    kimi_doc: dict[str, Any],
+) -> None:
+    port = free_port()
+    hosts = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
+    with emulator_processes(list(hosts.values()), port) as urls:
+        load = Load(urls[0])
+        try:
+            await load.set(1)
+            async with operator(None) as running:
+                body = switching_doc(kimi_doc)
+                body["spec"]["switching"]["metrics"] = {"source": "Direct"}
+                body["spec"]["engine"]["port"] = port
+                fake.create(body)
+                pods = [("speculative", "0", hosts["speculative"], True), ("baseline", "0", hosts["baseline"], True),
+                        ("baseline", "1", "127.0.0.4", False)]  # fmt: skip
+                for pool, index, ip, ready in pods:  # the kubelet's word; 127.0.0.4 answers nothing: it loads
+                    pod_name = f"{NAME}-{pool}-{index}"
+                    labels = {"app.kubernetes.io/managed-by": "specserve", "specserve.io/instance": NAME,
+                              "specserve.io/pool": pool}  # fmt: skip
+                    fake.create({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": pod_name, "namespace": NS, "labels": copy.deepcopy(labels)},
+                        "spec": {"containers": [{"name": "sglang", "image": "sglang"}]},
+                    })  # fmt: skip
+                    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+                    fake.patch_status(PODS, NS, pod_name, {"phase": "Running", "podIP": ip, "conditions": conditions})
+                await eventually(lambda: spec_weight(fake) is not None, what="the HTTPRoute")
+                fake.set_route_accepted(NS, NAME)
+                await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
+                cond = condition(fake, "MetricsAvailable")
+                assert cond["status"] == "True" and "Direct" in cond["message"]
+                assert not running.done(), "the operator stopped"
+        finally:
+            await load.close()
