@@ -425,7 +425,9 @@ async def bench(run: Running, label: str, name: str, out: Path, levels: str, max
 # ------------------------------------------------------------------------------------------------ drain
 
 
-async def drain_check(run: Running, session: aiohttp.ClientSession, concurrency: int, lag: float) -> dict[str, Any]:
+async def drain_check(
+    run: Running, session: aiohttp.ClientSession, concurrency: int, lag: float, max_tokens: int = 128
+) -> dict[str, Any]:
     """Terminate a pod under load as the kubelet does: preStop (the rendered exec command), then SIGTERM to the
     container's process, SIGKILL at the grace period. New requests keep arriving for `lag` seconds after the
     preStop starts (the endpoint removal reaching the gateway); every request sent must complete."""
@@ -440,7 +442,7 @@ async def drain_check(run: Running, session: aiohttp.ClientSession, concurrency:
         while sending:
             n += 1
             stats["sent"] += 1
-            body = {"model": model, "prompt": f"drain {i} {n} " * 20, "max_tokens": 128, "ignore_eos": True}
+            body = {"model": model, "prompt": f"drain {i} {n} " * 20, "max_tokens": max_tokens, "ignore_eos": True}
             try:
                 async with session.post(url, json=body, timeout=aiohttp.ClientTimeout(total=120)) as r:
                     await r.read()
@@ -474,6 +476,7 @@ async def drain_check(run: Running, session: aiohttp.ClientSession, concurrency:
         stats,
         errors=errors,
         concurrency=concurrency,
+        max_tokens=max_tokens,
         endpoint_lag_s=lag,
         prestop_rc=rc,
         prestop_s=round(pre_s, 1),
@@ -655,9 +658,36 @@ async def phase_isolate(a: argparse.Namespace, out: Path, res: dict[str, Any]) -
     return running
 
 
+async def phase_extra(a: argparse.Namespace, out: Path, res: dict[str, Any]) -> list[Running]:
+    """The flashinfer isolation case alone, then a drain whose requests outlast the preStop's first wait."""
+    adaptive = {
+        "spec": {"strategy": "Adaptive", "pools": {"baseline": {"replicas": 0}}, "engine": {"sglangVersion": "0.5.23"}}
+    }
+    old, _ = render(a.example, adaptive, out, "adaptive-builtin")
+    pods, _ = render(a.example, {}, out, "trafficsplit")
+    base_pod = next(p for p in pods if p.role == "baseline")
+    running: list[Running] = []
+    async with aiohttp.ClientSession() as session:
+        fi = launch(old[0], 30030, 0.3, DRAFT_EAGLE3, out, "adaptive-flashinfer", {"--attention-backend": "flashinfer"})
+        running.append(fi)
+        fi_task = asyncio.create_task(kubelet_start(fi, session, 300, out, "adaptive-flashinfer"))
+        # the next pod starts once this one has its memory, or has died (its crash frees it)
+        await asyncio.to_thread(wait_log, fi, r"Capture cuda graph end|Capture draft extend CUDA graph begin", 150)
+        base = launch(base_pod, 30000, 0.75, None, out, "baseline")  # port 30000: the preStop's own URL
+        running.append(base)
+        base_task = asyncio.create_task(kubelet_start(base, session, 300, out, "baseline"))
+        fi.result = {"pod": "adaptive-flashinfer", "argv": fi.argv, "substituted": fi.subst, **(await fi_task)}
+        base.result = {"pod": "baseline", "argv": base.argv, "substituted": base.subst, **(await base_task)}
+        res["pods"] = [r.result for r in running]
+        if base.result.get("ready"):
+            res["drain"] = await drain_check(base, session, concurrency=16, lag=2.0, max_tokens=1024)
+            log(f"drain: {res['drain']}")
+    return running
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("phase", choices=["core", "adaptive", "isolate"])
+    p.add_argument("phase", choices=["core", "adaptive", "isolate", "extra"])
     p.add_argument("--example", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--deadline", type=float, default=540, help="seconds this phase may take; later steps skip")
@@ -668,7 +698,7 @@ def main() -> int:
     res: dict[str, Any] = {"phase": a.phase, "example": str(a.example), "started": time.time()}
     running: list[Running] = []
     try:
-        fn = {"core": phase_core, "adaptive": phase_adaptive, "isolate": phase_isolate}[a.phase]
+        fn = {"core": phase_core, "adaptive": phase_adaptive, "isolate": phase_isolate, "extra": phase_extra}[a.phase]
         running = asyncio.run(fn(a, a.out, res))
     except Exception as exc:  # the results so far still go back
         res["error"] = traceback.format_exc()
