@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 
-VERSIONS=(0.5.23 0.5.9)
+VERSIONS=(0.5.23 0.5.17 0.5.9)
 cache="$root/.cache/sglang"
 locks="$root/tests/conformance/envs"
 

@@ -19,6 +19,10 @@ class SGLangRelease:
     has_enforce_disable_ar_fusion: bool
     # Name of the flag that caps the decode CUDA-graph batch size.
     cuda_graph_max_bs_flag: str
+    # Adaptive speculation sizes its CUDA-graph buffers by the launch --speculative-num-steps, not by the largest
+    # candidate step, so a candidate above the launch steps crashes graph capture at start (measured on an H200
+    # with 0.5.17: docs/real-engine.md). Such releases need numSteps at the largest candidate.
+    adaptive_needs_max_launch_steps: bool = False
 
 
 RELEASES: dict[str, SGLangRelease] = {
@@ -28,6 +32,14 @@ RELEASES: dict[str, SGLangRelease] = {
         has_adaptive=True,
         has_enforce_disable_ar_fusion=True,
         cuda_graph_max_bs_flag="--cuda-graph-max-bs-decode",
+    ),
+    "0.5.17": SGLangRelease(
+        version="0.5.17",
+        spec_v2_always_on=True,
+        has_adaptive=True,
+        has_enforce_disable_ar_fusion=True,
+        cuda_graph_max_bs_flag="--cuda-graph-max-bs-decode",
+        adaptive_needs_max_launch_steps=True,
     ),
     "0.5.9": SGLangRelease(
         version="0.5.9",

@@ -118,6 +118,10 @@ def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
         except RuntimeError as exc:
             if str(exc).startswith(NO_ACCELERATOR):
                 result.update(from_cli_args="needs_gpu", from_cli_error=str(exc))
+                if getattr(namespace, "speculative_adaptive", False):
+                    # 0.5.17 asks for an accelerator in __post_init__; its adaptive gates read only the parsed
+                    # fields, so they run on a record holding exactly those (what 0.5.23's from_cli_args builds).
+                    result.update(_adaptive_startup_checks(_unresolved_record(ServerArgs, namespace)))
             else:
                 result.update(from_cli_args="rejected", from_cli_error=_error_text(exc))
         except Exception as exc:
@@ -131,6 +135,13 @@ def _cli_case(case: dict[str, Any]) -> dict[str, Any]:
             if getattr(namespace, "speculative_adaptive", False):
                 result.update(_adaptive_startup_checks(record))
     return result
+
+
+def _unresolved_record(server_args: Any, namespace: Any) -> Any:
+    """A ServerArgs holding the parsed fields, without __post_init__ (which needs a GPU on 0.5.17)."""
+    record = server_args.__new__(server_args)
+    record.__dict__.update(vars(namespace))
+    return record
 
 
 def _adaptive_startup_checks(record: Any) -> dict[str, Any]:
@@ -174,14 +185,25 @@ def _adaptive_case(case: dict[str, Any]) -> dict[str, Any]:
             params = asp.AdaptiveSpeculativeParams(initial_steps=case["initial_steps"], cfg_path=path)
             capture = case.get("cuda_graph_bs")
             if case.get("argv") is not None:
-                # The decode CUDA-graph batch sizes SGLang captures for this command line, from its own function.
-                from sglang.srt.arg_groups.cuda_graph_hook import (  # type: ignore[import-not-found]  # noqa: PLC0415
-                    generate_decode_cuda_graph_batch_sizes,
-                )
+                # The decode CUDA-graph batch sizes SGLang captures for this command line, from its own function
+                # (0.5.23: arg_groups/cuda_graph_hook.py; 0.5.17: a ServerArgs method).
                 from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
 
-                record = ServerArgs.from_cli_args(_parser().parse_args(case["argv"]))
-                capture = generate_decode_cuda_graph_batch_sizes(record, case["cuda_graph_max_bs"])
+                parsed = _parser().parse_args(case["argv"])
+                try:
+                    record = ServerArgs.from_cli_args(parsed)
+                except RuntimeError as exc:
+                    if not str(exc).startswith(NO_ACCELERATOR):
+                        raise
+                    record = _unresolved_record(ServerArgs, parsed)  # 0.5.17: see _cli_case
+                try:
+                    from sglang.srt.arg_groups.cuda_graph_hook import (  # type: ignore[import-not-found]  # noqa: PLC0415
+                        generate_decode_cuda_graph_batch_sizes,
+                    )
+
+                    capture = generate_decode_cuda_graph_batch_sizes(record, case["cuda_graph_max_bs"])
+                except ModuleNotFoundError:
+                    capture = record._generate_decode_cuda_graph_batch_sizes(case["cuda_graph_max_bs"])
                 result["cuda_graph_bs"] = capture
             params.set_cuda_graph_bs(capture)
             steps = {str(bs): params.get_steps_for_batch(bs) for bs in case["batch_sizes"]}

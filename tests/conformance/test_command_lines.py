@@ -27,7 +27,9 @@ from tests.conformance.cases import Case, all_cases, describe, example_cases, ma
 from tests.conformance.conftest import SUPPORTED_VERSIONS, sglang_env
 
 # Releases whose ServerArgs post-init cannot run without a GPU (see module docstring).
-FROM_CLI_ARGS_NEEDS_GPU = frozenset({"0.5.9"})
+FROM_CLI_ARGS_NEEDS_GPU = frozenset({"0.5.9", "0.5.17"})
+# Another release's CUDA-graph cap that this release still takes, as a deprecated alias of its own.
+DEPRECATED_CAP_ALIASES: dict[str, frozenset[str]] = {"0.5.17": frozenset({"--cuda-graph-max-bs"})}
 LAUNCH_COMMAND = ["python3", "-m", "sglang.launch_server"]
 
 
@@ -135,6 +137,7 @@ def test_matrix_covers_every_dimension() -> None:
 def test_negative_controls_are_rejected(version: str) -> None:
     """The harness can fail: flags that do not exist, or not in this release, are reported rejected."""
     other_cap = {r.cuda_graph_max_bs_flag for r in RELEASES.values()} - {release(version).cuda_graph_max_bs_flag}
+    other_cap -= DEPRECATED_CAP_ALIASES.get(version, frozenset())
     controls = [["--no-such-flag"], ["--attention-backend", "no-such-backend"]]
     controls += [[flag, "8"] for flag in other_cap]
     if not release(version).has_adaptive:
@@ -174,13 +177,27 @@ def test_adaptive_gates_can_fail(version: str) -> None:
 def test_a_bad_rendered_flag_fails_naming_flag_and_case(version: str) -> None:
     """A renderer bug would fail the suite with the flag and the case in the message."""
     good = next(c for c in all_cases() if c.version == version)
-    wrong = next(r.cuda_graph_max_bs_flag for v, r in RELEASES.items() if v != version)
+    wrong = next(
+        (
+            r.cuda_graph_max_bs_flag
+            for r in RELEASES.values()
+            if r.cuda_graph_max_bs_flag != release(version).cuda_graph_max_bs_flag
+            and r.cuda_graph_max_bs_flag not in DEPRECATED_CAP_ALIASES.get(version, frozenset())
+        ),
+        "--no-such-cuda-graph-flag",
+    )
     bad = dataclasses.replace(good, id=f"{good.id}+bug", argv=[*good.argv, wrong, "8"])
     result = sglang_env(version).probe({"cli": [bad.probe_request()]})["cli"][0]
     with pytest.raises(pytest.fail.Exception) as failure:
         check_command_line(bad, result)
     assert wrong in str(failure.value)
     assert bad.id in str(failure.value)
+
+
+def test_old_cuda_graph_cap_is_a_deprecated_alias_in_0_5_17() -> None:
+    result = probe_argv("0.5.17", ["--model-path", "m", "--cuda-graph-max-bs", "8"])
+    assert result["parse"] == "accepted"
+    assert result["inexact_flags"] == []
 
 
 def test_removed_cuda_graph_cap_is_ambiguous_in_0_5_23() -> None:

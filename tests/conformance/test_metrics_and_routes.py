@@ -142,6 +142,12 @@ NOT_IN_RELEASE: dict[str, set[str]] = {
         "sglang:request_time_per_output_token_seconds_bucket",
         "sglang:spec_num_steps",
     },
+    # 0.5.17 has no per-request TPOT histogram either (inter_token_latency only): its TPOT signals read as
+    # unknown, as the real-engine run showed (docs/real-engine.md).
+    "0.5.17": {
+        "sglang:request_time_per_output_token_seconds",
+        "sglang:request_time_per_output_token_seconds_bucket",
+    },
 }
 
 

@@ -60,7 +60,7 @@ def test_examples_are_valid(path: Any) -> None:
         ({"engine.shmSize": "lots"}, "spec.engine.shmSize", "Kubernetes quantity"),
         ({"engine.resources": {"limits": {"memory": "1 GB"}}}, "spec.engine.resources.limits.memory", "quantity"),
         ({"engine.tensorParallelSize": 0}, "spec.engine.tensorParallelSize", "greater than or equal to 1"),
-        ({"engine.sglangVersion": "0.4.0"}, "spec.engine.sglangVersion", "'0.5.23' or '0.5.9'"),
+        ({"engine.sglangVersion": "0.4.0"}, "spec.engine.sglangVersion", "'0.5.23', '0.5.17' or '0.5.9'"),
         ({"speculative.algorithm": "MEDUSA"}, "spec.speculative.algorithm", "'EAGLE3'"),
         ({"model.path": ""}, "spec.model.path", "at least 1 character"),
         ({"speculativ": {}}, "spec.speculativ", "unknown field"),
@@ -73,7 +73,7 @@ def test_examples_are_valid(path: Any) -> None:
             "eagleTopk 1",
         ),
         ({"strategy": "Adaptive", "speculative.algorithm": "NGRAM"}, "spec.speculative.algorithm", "EAGLE3 and EAGLE"),
-        ({"strategy": "Adaptive", "engine.sglangVersion": "0.5.9"}, "spec.engine.sglangVersion", "0.5.23 or newer"),
+        ({"strategy": "Adaptive", "engine.sglangVersion": "0.5.9"}, "spec.engine.sglangVersion", "0.5.17 or newer"),
         ({"speculative.adaptiveConfig": {"1": [3]}}, "spec.speculative.adaptiveConfig", "strategy: Adaptive"),
         (
             {"strategy": "Adaptive", "speculative.numSteps": 4, "speculative.adaptiveConfig": {"1": [1, 3], "16": [0]}},
@@ -81,6 +81,16 @@ def test_examples_are_valid(path: Any) -> None:
             "candidate steps in spec.speculative.adaptiveConfig",
         ),
         ({"strategy": "Adaptive", "speculative.numSteps": 2}, "spec.speculative.numSteps", "[1, 3, 5, 7]"),
+        (
+            {"strategy": "Adaptive", "engine.sglangVersion": "0.5.17"},
+            "spec.speculative.numSteps",
+            "set numSteps to the largest candidate step",
+        ),
+        (
+            {"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", "speculative.adaptiveConfig": {"1": [3, 5]}},
+            "spec.speculative.numSteps",
+            "crashes at start when a candidate step is larger",
+        ),
         ({"routing": {}}, "spec.routing.gateway", "name the Gateway"),
         ({"model.cache": {"pvcName": "a", "hostPath": "/b"}}, "spec.model.cache", "exactly one"),
         ({"engine.extraArgs": ["--tp-size", "2"]}, "spec.engine.extraArgs", "use the matching spec field"),
@@ -140,3 +150,16 @@ def test_non_mapping_spec_is_rejected_clearly(raw: Any) -> None:
     with pytest.raises(InvalidSpecServe) as info:
         parse_spec(raw)
     assert "spec.model.path" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"speculative.numSteps": 7},  # SGLang's built-in config at its largest candidate
+        {"switching.crossoverConcurrency": 16},  # the operator's config: candidates numSteps and 0
+        {"speculative.adaptiveConfig": {"1": [1, 3], "16": [0]}},  # numSteps 3 is the largest candidate
+    ],
+)
+def test_adaptive_on_0_5_17_is_accepted_when_the_launch_steps_cover_every_candidate(patch: dict[str, Any]) -> None:
+    spec = parse_spec(with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", **patch}))
+    assert spec.engine.sglang_version == "0.5.17"

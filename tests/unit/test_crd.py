@@ -121,6 +121,14 @@ SAMPLES: list[dict[str, Any]] = [
     with_({"strategy": "Adaptive", "speculative.numSteps": 2, "speculative.adaptiveConfig": {"1": [1, 3], "16": [0]}}),
     with_({"strategy": "Adaptive", "speculative.numSteps": 2}),
     with_({"strategy": "Adaptive", "speculative.numSteps": 2, "switching.crossoverConcurrency": 9}),
+    # SGLang 0.5.17: adaptive CUDA graphs sized by the launch steps (numSteps must cover every candidate)
+    with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.17"}),
+    with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", "speculative.numSteps": 7}),
+    with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", "switching.crossoverConcurrency": 16}),
+    with_(
+        {"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", "speculative.adaptiveConfig": {"1": [3], "16": [0]}}
+    ),
+    with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", "speculative.adaptiveConfig": {"1": [3, 5]}}),
     with_({"routing": {}}),
     with_({"routing": {}, "strategy": "Restart"}),
     with_({"model.cache": {"pvcName": "a", "hostPath": "/b"}}),

@@ -59,6 +59,10 @@ SM100_ONLY_ATTENTION: tuple[str, ...] = ("trtllm_mha", "trtllm_mla", "cutlass_ml
 DRAFT_ALGORITHMS: tuple[str, ...] = ("EAGLE3", "EAGLE", "STANDALONE")
 ADAPTIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE3", "EAGLE")
 ADAPTIVE_VERSIONS: tuple[str, ...] = tuple(v for v, r in RELEASES.items() if r.has_adaptive)
+# Releases whose adaptive CUDA graphs are sized by the launch steps (versions.SGLangRelease).
+MAX_LAUNCH_STEPS_VERSIONS: tuple[str, ...] = tuple(
+    v for v, r in RELEASES.items() if r.has_adaptive and r.adaptive_needs_max_launch_steps
+)
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,28 @@ RULES: tuple[Rule, ...] = (
             or s.speculative.adaptive_config is not None
             or s.switching.crossover_concurrency is not None
             or s.speculative.num_steps in SGLANG_DEFAULT_CANDIDATE_STEPS
+        ),
+    ),
+    Rule(
+        field="spec.speculative.numSteps",
+        message=f"SGLang {', '.join(MAX_LAUNCH_STEPS_VERSIONS)} sizes adaptive speculation's CUDA graphs by the "
+        "launch steps and crashes at start when a candidate step is larger (docs/real-engine.md); set numSteps "
+        "to the largest candidate step of spec.speculative.adaptiveConfig (of SGLang's built-in config: "
+        f"{max(SGLANG_DEFAULT_CANDIDATE_STEPS)}), or set switching.crossoverConcurrency, or raise sglangVersion",
+        cel=f"self.strategy != 'Adaptive' || !(self.engine.sglangVersion in {_cel_list(MAX_LAUNCH_STEPS_VERSIONS)}) "
+        "|| (has(self.speculative.adaptiveConfig) ? self.speculative.adaptiveConfig.all(k, "
+        "self.speculative.adaptiveConfig[k].all(n, n <= self.speculative.numSteps)) : "
+        "(has(self.switching.crossoverConcurrency) || "
+        f"self.speculative.numSteps >= {max(SGLANG_DEFAULT_CANDIDATE_STEPS)}))",
+        holds=lambda s: (
+            s.strategy != "Adaptive"
+            or s.engine.sglang_version not in MAX_LAUNCH_STEPS_VERSIONS
+            or (
+                all(n <= s.speculative.num_steps for steps in s.speculative.adaptive_config.values() for n in steps)
+                if s.speculative.adaptive_config is not None
+                else s.switching.crossover_concurrency is not None
+                or s.speculative.num_steps >= max(SGLANG_DEFAULT_CANDIDATE_STEPS)
+            )
         ),
     ),
     Rule(
