@@ -22,7 +22,7 @@ from specserve.render.manifests import LABEL_INSTANCE
 from specserve.resync import resync_forever
 from specserve.slots import slot
 from specserve.status import READY, pool_moved
-from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
+from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked, older
 from specserve.switching.sources import Sources
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             latest = tracked.get(Registry.key(body))
             plain = latest.body if latest is not None else _plain(body)
             outcome = await reconcile(kube, plain, install=config.install_policy)
-            # Read our own write from the server's answer, unless the watch delivered something newer meanwhile.
-            if outcome.stored is not None and latest is not None and latest.body is plain:
+            # Read our own write from the server's answer, unless the watch delivered something newer meanwhile
+            # (an event that arrived during the pass may be older than our write: the next pass must not see it).
+            if outcome.stored is not None and latest is not None and not older(outcome.stored, latest.body):
                 latest.body = _plain(outcome.stored)
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
