@@ -343,3 +343,37 @@ async def test_a_cluster_started_without_the_gateway_api_can_get_it_later() -> N
             assert resp.status == 404
         with pytest.raises(ValueError, match="built-in"):
             api.remove_crd(DEPLOYMENTS)
+
+
+# ------------------------------------------------------------------------------------------ gateway stand-in
+
+
+def _accepted_generation(route: dict[str, Any]) -> set[Any]:
+    return {c.get("observedGeneration") for p in route["status"]["parents"] for c in p["conditions"]}
+
+
+async def test_the_gateway_stand_in_accepts_each_route_generation_after_its_delay() -> None:
+    async with FakeApiServer(accept_routes=0.2) as api:
+        api.create(namespace())
+        api.create(_route())
+        assert "status" not in (api.get(HTTPROUTES, NS, "r") or {})  # not yet: the gateway takes its time
+        await asyncio.sleep(0.4)
+        assert _accepted_generation(api.get(HTTPROUTES, NS, "r") or {}) == {1}
+        api.patch(HTTPROUTES, NS, "r", {"spec": {"rules": [{"backendRefs": [{"name": "svc", "port": 81}]}]}})
+        assert _accepted_generation(api.get(HTTPROUTES, NS, "r") or {}) == {1}
+        await asyncio.sleep(0.4)
+        route = api.get(HTTPROUTES, NS, "r") or {}
+        assert _accepted_generation(route) == {2}
+        assert route["status"]["parents"][0]["conditions"][0]["status"] == "True"
+
+
+def test_the_gateway_stand_in_at_once_and_refusing() -> None:
+    api = FakeApiServer(accept_routes=0)
+    api.create(namespace())
+    api.create(_route())
+    assert _accepted_generation(api.get(HTTPROUTES, NS, "r") or {}) == {1}
+    assert api.gateway is not None
+    api.gateway.accepted = False
+    api.patch(HTTPROUTES, NS, "r", {"spec": {"hostnames": ["llm.example.com"]}})
+    route = api.get(HTTPROUTES, NS, "r") or {}
+    assert route["status"]["parents"][0]["conditions"][0]["status"] == "False"

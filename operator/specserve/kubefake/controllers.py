@@ -341,3 +341,36 @@ def set_route_accepted(store: Store, namespace: str, name: str, accepted: bool =
         )  # fmt: skip
     return store.patch(rt, namespace, name, "merge", {"status": {"parents": parents}}, subresource="status",
                        manager="gateway-controller")  # fmt: skip
+
+
+class GatewayController:
+    """A Gateway implementation's stand-in: it accepts each new generation of every HTTPRoute (status.parents with
+    observedGeneration), ``delay`` seconds after the write (0: at once, in the same write's aftermath)."""
+
+    def __init__(self, delay: float = 0.0, accepted: bool = True) -> None:
+        self.delay, self.accepted = delay, accepted
+
+    def hook(self, store: Store, rt: ResourceType, new: JSON, old: JSON | None) -> None:
+        if rt.key != HTTPROUTES or new["metadata"].get("deletionTimestamp"):
+            return
+        if not (new.get("spec") or {}).get("parentRefs"):
+            return  # attached to no Gateway: nobody reports on it
+        generation = new["metadata"].get("generation")
+        parents = (new.get("status") or {}).get("parents") or []
+        seen = {c.get("observedGeneration") for p in parents for c in p.get("conditions") or []}
+        if seen == {generation}:
+            return
+        namespace, name = new["metadata"]["namespace"], new["metadata"]["name"]
+
+        def accept() -> None:
+            current = store.get(rt, namespace, name)
+            if current is not None and current["metadata"].get("generation") == generation:
+                set_route_accepted(store, namespace, name, self.accepted)
+
+        if self.delay <= 0:
+            accept()
+            return
+        try:
+            asyncio.get_running_loop().call_later(self.delay, accept)
+        except RuntimeError:
+            accept()

@@ -63,6 +63,9 @@ class FakeApiServer:
         record_requests: False keeps no request log (a long-running demo); ``requests`` stays empty.
         block_owner_deletion: False models the OwnerReferencesPermissionEnforcement admission plugin with a
             client lacking ``update`` on ``<owner>/finalizers``: setting ``blockOwnerDeletion: true`` is 403.
+        accept_routes: act as a Gateway controller: accept every new HTTPRoute generation (status.parents with
+            observedGeneration) this many seconds after the write (0: at once); None: only set_route_accepted.
+            ``api.gateway.accepted = False`` makes it refuse (Accepted=False) from then on.
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class FakeApiServer:
         history: int = 20000,
         block_owner_deletion: bool = True,
         record_requests: bool = True,
+        accept_routes: float | None = None,
     ) -> None:
         types: list[ResourceType] = list(BUILTINS)
         optional = ((GATEWAY_HTTPROUTE, gateway_api), (PROMETHEUS_PODMONITOR, prometheus_operator))
@@ -97,6 +101,10 @@ class FakeApiServer:
             "auto" if auto_ready else "observe" if observe_rollouts else None
         )
         self.store.after_write.append(self.deployments.hook)
+        self.gateway: controllers.GatewayController | None = None
+        if accept_routes is not None:
+            self.gateway = controllers.GatewayController(delay=accept_routes)
+            self.store.after_write.append(self.gateway.hook)
         self._optional = {rt.key: rt for rt, _ in optional}
         self._removed_crds: dict[str, JSON] = {}
         for crd in [*crd_objects, *(minimal_crd(rt) for rt in extra)]:
