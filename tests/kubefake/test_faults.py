@@ -169,6 +169,16 @@ async def test_mutating_webhook_adds_to_the_pod_template_and_owns_what_it_added(
     assert "annotations" not in other["spec"]["template"]["metadata"]
 
 
+def test_a_plain_webhook_leaves_its_fields_unowned_and_they_survive_applies(server: FakeApiServer) -> None:
+    server.mutating_webhook("Deployment", admission.pod_template_annotation("policy/x", "1"), manager=None)
+    stored = server.write_as("specserve", DEPLOYMENTS, NS, "web", deployment("web"))
+    assert stored["spec"]["template"]["metadata"]["annotations"] == {"policy/x": "1"}
+    assert all("policy/x" not in json.dumps(e["fieldsV1"]) for e in stored["metadata"]["managedFields"])
+    again = server.write_as("specserve", DEPLOYMENTS, NS, "web", deployment("web", replicas=2))
+    assert again["spec"]["template"]["metadata"]["annotations"] == {"policy/x": "1"}
+    assert again["metadata"]["generation"] == 2  # only the replica change
+
+
 def test_mutating_webhook_on_direct_writes_and_by_name(server: FakeApiServer) -> None:
     server.mutating_webhook("Service", lambda o: o["metadata"].setdefault("labels", {}).update({"mesh": "on"}),
                             name="only-me")  # fmt: skip

@@ -2,9 +2,12 @@
 (sidecar injectors, policy engines adding labels, annotations or env vars to pod templates).
 
 A hook runs on every create and update of the main resource (never on ``/status``) of the objects it matches,
-after the request's own change and before validation; the fields it changes are recorded in
-``metadata.managedFields`` under the hook's field manager, so a later server-side apply by another manager keeps
-them. A hook that sets what is already there changes nothing: a write that the hook makes a no-op stays a no-op.
+after the request's own change and before validation. The fields it changes are recorded in
+``metadata.managedFields`` under the hook's field manager (as a webhook that declares its ownership does, e.g.
+Kyverno's); with ``manager=None`` they are owned by nobody, as the API server leaves the fields of a plain webhook
+(mutating admission runs after the request's managedFields are computed: kubernetes#87672). Either way a later
+server-side apply by another manager keeps them. A hook that sets what is already there changes nothing: a write
+that the hook makes a no-op stays a no-op.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ class Mutator:
 
     kind: str
     mutate: Mutate
-    manager: str = "mutating-webhook"
+    manager: str | None = "mutating-webhook"
     namespace: str | None = None
     name: str | None = None
     active: bool = True
@@ -48,7 +51,7 @@ class Admission:
     mutators: list[Mutator] = field(default_factory=list)
 
     def mutating_webhook(
-        self, kind: str, mutate: Mutate, *, manager: str = "mutating-webhook", namespace: str | None = None,
+        self, kind: str, mutate: Mutate, *, manager: str | None = "mutating-webhook", namespace: str | None = None,
         name: str | None = None,
     ) -> Mutator:  # fmt: skip
         mutator = Mutator(kind, mutate, manager, namespace, name)

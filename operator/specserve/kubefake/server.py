@@ -215,13 +215,14 @@ class FakeApiServer:
         return self.store.admission
 
     def mutating_webhook(
-        self, kind: str, mutate: Mutate, *, manager: str = "mutating-webhook", namespace: str | None = None,
+        self, kind: str, mutate: Mutate, *, manager: str | None = "mutating-webhook", namespace: str | None = None,
         name: str | None = None,
     ) -> Mutator:  # fmt: skip
         """Install a mutating webhook for ``kind`` (Deployment, deployments or apps/v1/deployments): ``mutate``
         changes each created or updated object (never /status) before it is validated and stored; the fields it
-        changes are owned by ``manager`` in managedFields. ``admission.pod_template_annotation`` and
-        ``admission.pod_template_env`` build the usual ones. ``.cancel()`` on the result uninstalls it."""
+        changes are owned by ``manager`` in managedFields (None: by nobody, as with a plain webhook).
+        ``admission.pod_template_annotation`` and ``admission.pod_template_env`` build the usual ones.
+        ``.cancel()`` on the result uninstalls it."""
         return self.store.admission.mutating_webhook(kind, mutate, manager=manager, namespace=namespace, name=name)
 
     def write_as(

@@ -245,8 +245,9 @@ class Store:
             stage["metadata"].pop("managedFields", None)
             if "managedFields" in before["metadata"]:
                 stage["metadata"]["managedFields"] = before["metadata"]["managedFields"]
-            fields.record_update(before, stage, manager=webhook_manager, keyed=rt.builtin, status=status_flag,
-                                 api_version=rt.api_version, now=stamp)  # fmt: skip
+            if webhook_manager is not None:  # None: unowned, as the API server leaves a plain webhook's fields
+                fields.record_update(before, stage, manager=webhook_manager, keyed=rt.builtin, status=status_flag,
+                                     api_version=rt.api_version, now=stamp)  # fmt: skip
             before = stage
         if old is not None:
             meta["resourceVersion"] = old["metadata"]["resourceVersion"]
