@@ -36,6 +36,16 @@ def _doc(name: str, example: Path = EXAMPLES[0], strategy: Strategy | None = Non
     return doc
 
 
+def _everything(doc: dict[str, Any]) -> dict[str, Any]:
+    """Every optional child rendered: PodMonitor, NetworkPolicy, PDBs (2 replicas per pool)."""
+    spec = doc["spec"]
+    spec["monitoring"] = {**spec.get("monitoring", {}), "podMonitor": True}
+    spec["networkPolicy"] = {"enabled": True}
+    spec["pools"] = {role: {**(spec.get("pools") or {}).get(role, {}), "replicas": 2}
+                     for role in ("speculative", "baseline")}  # fmt: skip
+    return doc
+
+
 @pytest.mark.parametrize("rule", NAME_RULES, ids=lambda r: r.cel)
 def test_name_cel_rules_agree_with_their_python_twins(rule: Any) -> None:
     env = celpy.Environment()
@@ -82,10 +92,14 @@ def test_the_api_server_refuses_a_leading_digit_with_the_crd_rule() -> None:
 @pytest.mark.parametrize("name", ["m" * 52, "a", "a1", "a-1"])
 def test_every_derived_name_is_valid_for_its_kind(example: Path, strategy: Strategy, name: str) -> None:
     try:
-        obj = parse_object(_doc(name, example, strategy))
+        obj = parse_object(_everything(_doc(name, example, strategy)))
     except InvalidSpecServe:
         pytest.skip(f"{example.stem} does not take strategy {strategy}")
-    for manifest in render(obj):
+    manifests = render(obj)
+    assert {"Deployment", "Service", "PodMonitor", "NetworkPolicy", "PodDisruptionBudget"} <= {
+        m["kind"] for m in manifests
+    }
+    for manifest in manifests:
         kind, derived = manifest["kind"], manifest["metadata"]["name"]
         assert object_name_problem(kind, derived) is None, (kind, derived)
         if kind == "HTTPRoute":
