@@ -32,8 +32,9 @@ Invariants (each breach printed with its time; --reaction-bound seconds of grace
   pruned-ready  a Ready pool's Deployment (or the route) deleted while no other pool of the SpecServe is Ready
   unnamed-stuck a stalled roll not named in status (status.pools[].failure, or a False condition naming the cause)
                 within one resync interval (+2 s)
-  converge      after the faults stop (all undone), every SpecServe Ready, pools updated and Ready, route weights
-                = status.weights, no pool failure, within --settle seconds
+  converge      after the faults stop (all undone), every SpecServe observed (status.observedGeneration), Ready,
+                pools updated and Ready, route weights = status.weights, no pool failure, for 5 s in a row, within
+                --settle seconds
 
 Summary: failovers (pods lost on the weighted pool -> weight off it, while the other pool was Ready) p50/p99,
 leader takeovers, faults and violations by kind. The operator under test is the one on this branch.
@@ -81,6 +82,7 @@ JSON = dict[str, Any]
 POOLS = {"spec": "speculative", "base": "baseline"}
 DEMANDS = (1, 2, 4, 8, 12, 20)
 STUCK_STATES = ("ImagePullBackOff", "CrashLoopBackOff", "OOMKilled", "Unschedulable")
+STABLE = 5.0  # seconds a converged state must hold to count
 FAULTS = ("refuse", "stuck-roll", "pods-lost", "hpa", "prometheus", "partial-series", "latency", "leader")
 
 
@@ -328,9 +330,11 @@ class Checker:
     stuck: dict[str, Episode] = field(default_factory=dict)  # deployment -> stalled roll seen since
     last_ready: dict[str, int | None] = field(default_factory=dict)
     stalled: dict[str, str] = field(default_factory=dict)  # deployment -> the pod state of its stall
+    context: Callable[[], str] = lambda: ""  # the faults active now, for the report
 
     def report(self, now: float, name: str, kind: str, detail: str) -> None:
-        violation = Violation(now - self.t0, name, kind, detail)
+        active = self.context()
+        violation = Violation(now - self.t0, name, kind, f"{detail} [faults active: {active or 'none'}]")
         self.violations.append(violation)
         print(violation, flush=True)
 
@@ -435,6 +439,10 @@ class Checker:
         if obj is None:
             return "the SpecServe is gone"
         status = obj.get("status") or {}
+        if status.get("observedGeneration") != obj["metadata"].get("generation"):
+            return (
+                f"status.observedGeneration {status.get('observedGeneration')} != {obj['metadata'].get('generation')}"
+            )
         ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
         if ready is None or ready.get("status") != "True":
             return f"Ready is {ready and ready.get('status')}: {ready and ready.get('message')}"
@@ -492,7 +500,8 @@ class Chaos:
         if not free and kind not in ("leader", "prometheus", "latency"):
             return
         name = self.rng.choice(free) if free else ""
-        duration = self.rng.uniform(10, 40)
+        # A leader change is instant: it stays "active" (in violation reports) while the Lease changes hands.
+        duration = self.operators.lease + 2 if kind == "leader" else self.rng.uniform(10, 40)
         undo = getattr(self, "_" + kind.replace("-", "_"))(name, now)
         if undo is None:
             return
@@ -654,6 +663,7 @@ async def soak(args: argparse.Namespace) -> JSON:
         t0 = time.monotonic()
         checker = Checker(world, names, args.reaction_bound, args.resync, t0)
         chaos = Chaos(api, world, checker, exposition, prometheus, operators, rng)
+        checker.context = lambda: ", ".join(f"{a.kind}:{a.target}" for a in chaos.active)
         report: JSON = {"specserves": args.specserves, "minutes": args.minutes, "seed": args.seed,
                         "resync_seconds": args.resync, "reaction_bound_seconds": args.reaction_bound,
                         "prometheus": prometheus is not None, "workdir": str(workdir)}  # fmt: skip
@@ -680,18 +690,7 @@ async def soak(args: argparse.Namespace) -> JSON:
             if prometheus is not None:
                 prometheus.stop()
             await runner.cleanup()
-    kinds = Counter(v.kind for v in checker.violations)
-    report.update(
-        faults=dict(chaos.started),
-        violations=[asdict(v) for v in checker.violations],
-        violations_by_kind=dict(kinds),
-        failovers=len(checker.failovers),
-        failover_p50_seconds=_percentile(checker.failovers, 0.5),
-        failover_p99_seconds=_percentile(checker.failovers, 0.99),
-        recovered_before_failover=checker.recovered_before_failover,
-        leader_takeovers_seconds=[round(t, 2) for t in chaos.takeovers],
-        operator_replicas_started=operators.started,
-    )
+    report.update(_figures(checker, chaos, operators))
     return report
 
 
@@ -714,6 +713,20 @@ async def _chaos_phase(args: argparse.Namespace, rng: random.Random, checker: Ch
     print(f"[+{time.monotonic() - chaos_start:7.1f}s] faults stop; waiting for convergence", flush=True)
 
 
+def _figures(checker: Checker, chaos: Chaos, operators: Operators) -> JSON:
+    return {
+        "faults": dict(chaos.started),
+        "violations": [asdict(v) for v in checker.violations],
+        "violations_by_kind": dict(Counter(v.kind for v in checker.violations)),
+        "failovers": len(checker.failovers),
+        "failover_p50_seconds": _percentile(checker.failovers, 0.5),
+        "failover_p99_seconds": _percentile(checker.failovers, 0.99),
+        "recovered_before_failover": checker.recovered_before_failover,
+        "leader_takeovers_seconds": [round(t, 2) for t in chaos.takeovers],
+        "operator_replicas_started": operators.started,
+    }
+
+
 def _keep_replicas(operators: Operators) -> None:
     """Two replicas, as a Deployment with replicas: 2 keeps them (an exited one is replaced)."""
     operators.reap()
@@ -723,13 +736,20 @@ def _keep_replicas(operators: Operators) -> None:
 
 async def _settle(checker: Checker, names: list[str], limit: float, operators: Operators,
                   sample: bool = False) -> float | None:  # fmt: skip
+    """Seconds until every SpecServe converged and stayed so for STABLE seconds (None: not within ``limit``)."""
     start = time.monotonic()
+    since: float | None = None
     while time.monotonic() - start < limit:
         _keep_replicas(operators)
+        now = time.monotonic()
         if sample:
-            checker.sample(time.monotonic())
+            checker.sample(now)
         if all(checker.converged(n) is None for n in names):
-            return time.monotonic() - start
+            since = now if since is None else since
+            if now - since >= STABLE:
+                return since - start
+        else:
+            since = None
         await asyncio.sleep(0.5)
     return None
 
