@@ -291,6 +291,22 @@ async def test_a_stalled_rollout_keeps_old_pods_and_reports_the_deadline() -> No
         assert api.list(PODS, NS) == []
 
 
+def test_a_replica_only_change_is_no_stalled_rollout_but_resizes_one_in_progress() -> None:
+    api = FakeApiServer(auto_ready=True)
+    api.create(namespace())
+    api.create(deployment("web", replicas=2))
+    api.stall_rollouts(NS, "web", "CrashLoopBackOff", deadline=60)
+    scaled = api.hpa_scale(NS, "web", 3)  # same template: the controller scales, nothing stalls
+    assert (scaled["metadata"]["generation"], scaled["spec"]["replicas"]) == (2, 3)
+    status = api.get(DEPLOYMENTS, NS, "web")["status"]  # type: ignore[index]
+    assert (status["readyReplicas"], status["updatedReplicas"], status["observedGeneration"]) == (3, 3, 2)
+    api.patch(DEPLOYMENTS, NS, "web", {"spec": {"template": {"metadata": {"annotations": {"x": "1"}}}}})
+    assert api.get(DEPLOYMENTS, NS, "web")["status"]["updatedReplicas"] == 1  # type: ignore[index]
+    api.hpa_scale(NS, "web", 4)  # during the stalled rollout: still stalled, on the new size
+    status = api.get(DEPLOYMENTS, NS, "web")["status"]  # type: ignore[index]
+    assert status["updatedReplicas"] < 4 and status["observedGeneration"] == 4
+
+
 def test_a_stalled_one_replica_pool_without_surge_is_off_the_air(server: FakeApiServer) -> None:
     server.create(deployment("web", strategy={"type": "RollingUpdate", "rollingUpdate":
                                               {"maxSurge": 0, "maxUnavailable": 1}}))  # fmt: skip

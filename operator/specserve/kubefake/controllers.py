@@ -223,12 +223,19 @@ class DeploymentController:
         if observed == generation and old is not None:
             return
         stall = self.stalls.get((meta["namespace"], meta["name"]))
-        if stall is not None:
+        if stall is not None and self._rolls(new, old, stall):
             self._stall(store, new, old, stall)
         elif self.mode == "auto":
             set_deployment_ready(store, meta["namespace"], meta["name"])
         elif self.mode == "observe":
             observe_rollout_hook(store, rt, new, old)
+
+    @staticmethod
+    def _rolls(new: JSON, old: JSON | None, stall: Stall) -> bool:
+        """Whether this write starts (or changes the size of) a stalled rollout: a new template, or any change
+        while a stalled rollout is in progress. A replica-only change otherwise scales without a rollout."""
+        template = pods.template_hash(new)
+        return old is None or template != pods.template_hash(old) or template == stall.template
 
     def stall(self, store: Store, namespace: str, name: str, stall: Stall) -> None:
         """Stall the next rollouts of this Deployment (and the one in progress, when its pods are not all Ready)."""
