@@ -19,6 +19,8 @@ Faults (one started every --fault-interval seconds on average, each lasting 10-4
   stuck-roll  a user edit of spec.engine.env rolls the pools while their new pods fail (ImagePullBackOff,
               CrashLoopBackOff, OOMKilled, Unschedulable; ProgressDeadlineExceeded after 5 s); undone by
               reverting the edit after the cause is fixed
+  strategy    a user switches the SpecServe to Restart and back; half the time another owner's Deployment
+              already holds the new pool's name (<name>-engine)
   pods-lost   every pod of one pool stops being Ready (readyReplicas 0), preferably the pool holding weight
   hpa         an HPA writes spec.replicas of one pool with its own field manager
   prometheus  Prometheus stops (outage) / partial-series: some pods of a pool have no series
@@ -33,8 +35,8 @@ Invariants (each breach printed with its time; --reaction-bound seconds of grace
   unnamed-stuck a stalled roll not named in status (status.pools[].failure, or a False condition naming the cause)
                 within one resync interval (+2 s)
   converge      after the faults stop (all undone), every SpecServe observed (status.observedGeneration), Ready,
-                pools updated and Ready, route weights = status.weights, no pool failure, for 5 s in a row, within
-                --settle seconds
+                pools updated and Ready, no <name>-engine left over, route weights = status.weights, no pool
+                failure, for 5 s in a row, within --settle seconds
 
 Summary: failovers (pods lost on the weighted pool -> weight off it, while the other pool was Ready) p50/p99,
 leader takeovers, faults and violations by kind. The operator under test is the one on this branch.
@@ -74,16 +76,18 @@ from specserve.kubefake import (
     FakeApiServer,
     write_kubeconfig,
 )
+from specserve.render.manifests import LABEL_INSTANCE
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"
 NS = "soak"
 JSON = dict[str, Any]
-POOLS = {"spec": "speculative", "base": "baseline"}
+POOLS = {"spec": "speculative", "base": "baseline"}  # TrafficSplit's pools
+ALL_POOLS = {**POOLS, "engine": "engine"}  # and the one pool of Restart / Adaptive
 DEMANDS = (1, 2, 4, 8, 12, 20)
 STUCK_STATES = ("ImagePullBackOff", "CrashLoopBackOff", "OOMKilled", "Unschedulable")
 STABLE = 5.0  # seconds a converged state must hold to count
-FAULTS = ("refuse", "stuck-roll", "pods-lost", "hpa", "prometheus", "partial-series", "latency", "leader")
+FAULTS = ("refuse", "stuck-roll", "strategy", "pods-lost", "hpa", "prometheus", "partial-series", "latency", "leader")
 
 
 def _free_port() -> int:
@@ -131,12 +135,19 @@ class World:
     def deployment(self, name: str) -> JSON | None:
         return self._get(DEPLOYMENTS, name)
 
-    def ready(self, name: str) -> int | None:
+    def pool(self, name: str) -> JSON | None:
+        """A Deployment the operator owns (another owner's Deployment of the same name is no pool)."""
         dep = self.deployment(name)
+        if dep is None or LABEL_INSTANCE not in (dep["metadata"].get("labels") or {}):
+            return None
+        return dep
+
+    def ready(self, name: str) -> int | None:
+        dep = self.pool(name)
         return None if dep is None else int((dep.get("status") or {}).get("readyReplicas") or 0)
 
     def rolling(self, name: str) -> bool:
-        dep = self.deployment(name)
+        dep = self.pool(name)
         if dep is None:
             return False
         status = dep.get("status") or {}
@@ -186,11 +197,13 @@ class Exposition:
         for name in self.names:
             weights = self.world.weights(name) or {}
             total = sum(weights.values()) or 1
-            for suffix, pool in POOLS.items():
+            for suffix, pool in ALL_POOLS.items():
                 deployment = f"{name}-{suffix}"
                 ready = self.world.ready(deployment) or 0
                 share = self.demand[name] * weights.get(deployment, 0) / total
                 pods = list(range(ready))
+                if not ready:
+                    continue
                 if (name, suffix) in self.partial:
                     pods = pods[1:] if len(pods) > 1 else []
                 for pod in pods:
@@ -343,7 +356,7 @@ class Checker:
             self._sample_one(name, now)
 
     def _sample_one(self, name: str, now: float) -> None:
-        pools = [f"{name}-{s}" for s in POOLS]
+        pools = [f"{name}-{s}" for s in ALL_POOLS]
         ready = {p: self.world.ready(p) for p in pools}
         weights = self.world.weights(name)
         self._check_pruned(name, now, pools, ready, weights)
@@ -401,7 +414,7 @@ class Checker:
 
     def _check_rolling(self, name: str, now: float, pools: list[str]) -> None:
         """Reported at once: rolling both is the operator's decision, nothing has to react first."""
-        rolling = all(self.world.rolling(p) for p in pools)
+        rolling = sum(1 for p in pools if self.world.rolling(p)) >= 2
         if rolling and name not in self.both_rolling:
             self.both_rolling[name] = Episode(now, reported=True)
             self.report(now, name, "both-rolling", "both pools are rolling at once")
@@ -448,12 +461,14 @@ class Checker:
             return f"Ready is {ready and ready.get('status')}: {ready and ready.get('message')}"
         for suffix in POOLS:
             pool = f"{name}-{suffix}"
-            dep = world.deployment(pool)
+            dep = world.pool(pool)
             if dep is None:
                 return f"{pool} is missing"
             replicas = int((dep.get("spec") or {}).get("replicas", 1))
             if world.rolling(pool) or (world.ready(pool) or 0) < replicas:
                 return f"{pool} not settled: {dep.get('status')}"
+        if world.pool(f"{name}-engine") is not None:
+            return f"{name}-engine is left over from the strategy change"
         for entry in status.get("pools") or []:
             if entry.get("failure"):
                 return f"status.pools[{entry.get('name')}].failure still set: {entry['failure']}"
@@ -489,6 +504,7 @@ class Chaos:
         self.takeovers: list[float] = []
         self.leader_killed_at: tuple[float, str] | None = None
         self.edits: Counter[str] = Counter()
+        self.detail = ""  # what the last fault did, in words
 
     def busy(self, target: str) -> bool:
         return any(a.target == target for a in self.active)
@@ -502,13 +518,16 @@ class Chaos:
         name = self.rng.choice(free) if free else ""
         # A leader change is instant: it stays "active" (in violation reports) while the Lease changes hands.
         duration = self.operators.lease + 2 if kind == "leader" else self.rng.uniform(10, 40)
+        self.detail = ""
         undo = getattr(self, "_" + kind.replace("-", "_"))(name, now)
         if undo is None:
             return
         self.started[kind] += 1
         target = name if kind not in ("leader", "prometheus", "latency") else kind
         self.active.append(Active(kind, target, now + duration, undo))
-        print(f"[+{now - self.checker.t0:7.1f}s] fault   {kind:14} {target} for {duration:.0f}s", flush=True)
+        print(
+            f"[+{now - self.checker.t0:7.1f}s] fault   {kind:14} {target} for {duration:.0f}s {self.detail}", flush=True
+        )
 
     def expire(self, now: float, everything: bool = False) -> None:
         for active in [a for a in self.active if everything or a.ends <= now]:
@@ -523,16 +542,21 @@ class Chaos:
     def _refuse(self, name: str, now: float) -> Callable[[], None] | None:
         status = self.rng.choice((403, 409, 422, 500))
         if self.rng.random() < 0.3:
+            self.detail = f"(HTTPRoute {name}: {status})"
             fault = self.api.faults.refuse("HTTPRoute", name=name, status=status,
                                            message=f"injected: route {name} refused")  # fmt: skip
         else:
-            pool = f"{name}-{self.rng.choice(list(POOLS))}"
+            pool = self.rng.choice(
+                [f"{name}-{s}" for s in ALL_POOLS if self.world.deployment(f"{name}-{s}")] or [f"{name}-spec"]
+            )
+            self.detail = f"(Deployment {pool}: {status})"
             fault = self.api.faults.refuse("Deployment", name=pool, status=status,
                                            message=f'admission webhook "soak" denied {pool}')  # fmt: skip
         return lambda: self.api.faults.remove(fault)
 
     def _stuck_roll(self, name: str, now: float) -> Callable[[], None] | None:
         state = self.rng.choice(STUCK_STATES)
+        self.detail = f"(new pods {state})"
         pools = [f"{name}-{s}" for s in POOLS]
         for pool in pools:
             self.api.stall_rollouts(NS, pool, state, deadline=5)
@@ -554,13 +578,37 @@ class Chaos:
 
         return undo
 
+    def _strategy(self, name: str, now: float) -> Callable[[], None] | None:
+        """A user switches the SpecServe to Restart (one pool, <name>-engine) and back; half the time a Deployment
+        of another owner already holds the new pool's name (a conflict on the new side)."""
+        conflict = self.rng.random() < 0.5
+        engine = f"{name}-engine"
+        if conflict and self.world.deployment(engine) is None:
+            labels = {"app": f"other-{name}"}
+            template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "x", "image": "busybox"}]}}
+            meta = {"name": engine, "namespace": NS, "labels": labels}
+            spec = {"replicas": 1, "selector": {"matchLabels": labels}, "template": template}
+            self.api.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec})
+            self.detail = f"(another owner's {engine} exists)"
+        self.api.write_as("kubectl-edit", SPECSERVES, NS, name, {"spec": {"strategy": "Restart"}}, verb="update")
+
+        def undo() -> None:
+            self.api.write_as("kubectl-edit", SPECSERVES, NS, name, {"spec": {"strategy": "TrafficSplit"}},
+                              verb="update")  # fmt: skip
+            foreign = self.world.deployment(engine)
+            if conflict and foreign is not None and not foreign["metadata"].get("ownerReferences"):
+                self.api.delete(DEPLOYMENTS, NS, engine)
+
+        return undo
+
     def _pods_lost(self, name: str, now: float) -> Callable[[], None] | None:
         weights = self.world.weights(name) or {}
-        pools = [f"{name}-{s}" for s in POOLS if self.world.ready(f"{name}-{s}")]
+        pools = [f"{name}-{s}" for s in ALL_POOLS if self.world.ready(f"{name}-{s}")]
         if not pools:
             return None
         weighted = [p for p in pools if weights.get(p, 0) > 0]
         pool = self.rng.choice(weighted or pools)
+        self.detail = f"({pool}, {weights.get(pool, 0)}% of the route)"
         others_ready = any(self.world.ready(p) for p in pools if p != pool)
         self.api.lose_pods(NS, pool)
         if weights.get(pool, 0) > 0 and others_ready:
@@ -593,7 +641,9 @@ class Chaos:
 
     def _latency(self, name: str, now: float) -> Callable[[], None] | None:
         kind = self.rng.choice(("Deployment", "HTTPRoute", "SpecServe", None))
-        fault = self.api.faults.slow(kind, self.rng.uniform(0.5, 2.0))
+        delay = self.rng.uniform(0.5, 2.0)
+        self.detail = f"({kind or 'every kind'}, {delay:.1f}s)"
+        fault = self.api.faults.slow(kind, delay)
         return lambda: self.api.faults.remove(fault)
 
     def _leader(self, name: str, now: float) -> Callable[[], None] | None:
@@ -601,6 +651,7 @@ class Chaos:
         if leader is None or leader not in self.operators.replicas:
             return None
         sig = self.rng.choice((signal.SIGKILL, signal.SIGTERM))
+        self.detail = f"({leader}, {signal.Signals(sig).name})"
         self.operators.kill(leader, sig)
         self.leader_killed_at = (now, leader)
         return lambda: None
