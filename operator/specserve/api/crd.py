@@ -165,11 +165,7 @@ def crd() -> JSON:
                                 "status": status,
                             },
                             "x-kubernetes-validations": [
-                                {
-                                    "rule": "size(self.metadata.name) <= 52",
-                                    "message": "metadata.name: at most 52 characters, so that the names of the "
-                                    "Deployments and Services it owns stay valid; use a shorter name",
-                                }
+                                {"rule": r.cel, "message": f"metadata.name: {r.message}"} for r in rules.NAME_RULES
                             ],
                         }
                     },

@@ -17,6 +17,7 @@ LABEL_VALUE_MAX = 63
 QUALIFIED_NAME_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
 LABEL_KEY_MAX = DNS_SUBDOMAIN_MAX + 1 + QUALIFIED_NAME_MAX
+DNS_LABEL_MAX = 63
 
 # Schema patterns (the API server checks them too; they cost nothing against the CEL budget).
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
@@ -36,12 +37,40 @@ PATH_FORBIDDEN_SUFFIXES = ("/..", "/.")
 # Environment variable names as the API server accepted them before 1.34 relaxed them (the strict form works on
 # every supported cluster).
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# RFC 1035 label (IsDNS1035Label): Service names. Unlike an RFC 1123 label it may not start with a digit.
+DNS_1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# Object names by kind (apimachinery's NameIsDNS1035Label for Services, NameIsDNSSubdomain for the others the
+# operator renders).
+DNS_1035_KINDS = frozenset({"Service"})
 
 _LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
 _QUALIFIED_NAME = re.compile(QUALIFIED_NAME_PATTERN)
 _DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_STRICT_PATTERN)
 _HOSTNAME = re.compile(HOSTNAME_PATTERN)
 _PATH = re.compile(PATH_PATTERN)
+_DNS_1035_LABEL = re.compile(DNS_1035_LABEL_PATTERN)
+
+
+def dns1035_label_problem(name: str) -> str | None:
+    """Why ``name`` is not an RFC 1035 label (a Service name): lowercase letters, digits and '-', starting with a
+    letter, ending alphanumeric, at most 63 characters."""
+    if len(name) > DNS_LABEL_MAX:
+        return f"{name!r} is longer than {DNS_LABEL_MAX} characters"
+    if not _DNS_1035_LABEL.match(name):
+        return f"{name!r} must start with a lowercase letter and hold only a-z, 0-9 and '-', ending alphanumeric"
+    return None
+
+
+def object_name_problem(kind: str, name: str) -> str | None:
+    """Why the API server would refuse ``name`` as the name of a ``kind`` object (Service: RFC 1035 label; the
+    other kinds the operator renders: RFC 1123 subdomain)."""
+    if kind in DNS_1035_KINDS:
+        return dns1035_label_problem(name)
+    if len(name) > DNS_SUBDOMAIN_MAX:
+        return f"{name!r} is longer than {DNS_SUBDOMAIN_MAX} characters"
+    if not _DNS_SUBDOMAIN.match(name):
+        return f"{name!r} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', alphanumeric at both ends)"
+    return None
 
 
 def label_key_problem(key: str) -> str | None:

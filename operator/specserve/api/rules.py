@@ -7,12 +7,18 @@ agrees with its Python twin, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specserve.api.curves import curve_problem
-from specserve.api.k8s_rules import PATH_FORBIDDEN, PATH_FORBIDDEN_SUFFIXES, request_above_limit
+from specserve.api.k8s_rules import (
+    DNS_1035_LABEL_PATTERN,
+    PATH_FORBIDDEN,
+    PATH_FORBIDDEN_SUFFIXES,
+    request_above_limit,
+)
 from specserve.versions import ADAPTIVE_MIN_VERSION, RELEASES, SGLANG_DEFAULT_CANDIDATE_STEPS
 
 if TYPE_CHECKING:
@@ -80,6 +86,40 @@ class Rule:
     message: str
     cel: str  # evaluated with `self` bound to .spec
     holds: Callable[[SpecServeSpec], bool]
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """A rule on metadata.name (CEL at the CRD's root, where only metadata.name is visible to rules)."""
+
+    message: str
+    cel: str  # evaluated with `self` bound to the whole object
+    holds: Callable[[str], bool]
+
+
+# The longest suffix the operator appends to a SpecServe's name for a DNS-label-bound child is "-engine" (7):
+# 52 + 7 + ... keeps every derived Service name within 63 characters.
+NAME_MAX = 52
+NAME_RULES: tuple[NameRule, ...] = (
+    NameRule(
+        message=f"at most {NAME_MAX} characters, so that the names of the Deployments and Services it owns stay "
+        "valid; use a shorter name",
+        cel=f"size(self.metadata.name) <= {NAME_MAX}",
+        holds=lambda name: len(name) <= NAME_MAX,
+    ),
+    NameRule(
+        message="must start with a lowercase letter (then a-z, 0-9 and '-', ending alphanumeric): the Services "
+        "named after it (<name>, <name>-spec, <name>-base) must be RFC 1035 labels; rename it, e.g. 1model -> "
+        "model-1",
+        cel=f"self.metadata.name.matches('{DNS_1035_LABEL_PATTERN}')",
+        holds=lambda name: re.match(DNS_1035_LABEL_PATTERN, name) is not None,
+    ),
+)
+
+
+def check_name(name: str) -> list[FieldError]:
+    """The metadata.name rules this SpecServe name breaks."""
+    return [FieldError("metadata.name", r.message) for r in NAME_RULES if not r.holds(name)]
 
 
 def _cel_list(items: tuple[str, ...]) -> str:

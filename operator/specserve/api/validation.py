@@ -17,7 +17,7 @@ from specserve.api.models import (
     SpecServe,
     SpecServeSpec,
 )
-from specserve.api.rules import FieldError, check
+from specserve.api.rules import FieldError, check, check_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -130,4 +130,7 @@ def parse_object(raw: Any) -> SpecServe:
         head = strict(SpecServe, {**raw, "spec": {"model": {"path": "-"}}})
     except ValidationError as exc:
         raise InvalidSpecServe(describe(exc, prefix="")) from None
+    errors = check_name(head.metadata.name)
+    if errors:
+        raise InvalidSpecServe(errors)
     return head.model_copy(update={"spec": spec})

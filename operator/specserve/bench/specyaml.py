@@ -9,7 +9,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from specserve.bench.calibrate import Calibration, switching_fields
 
@@ -32,7 +33,7 @@ def update_spec_text(text: str, cal: Calibration, where: str) -> tuple[str, list
     try:
         docs = list(y.load_all(text))
     except YAMLError as exc:
-        raise SpecFileError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+        raise SpecFileError(f"{where}: not valid YAML ({_why(exc)})") from exc
     targets = [d for d in docs if isinstance(d, dict) and d.get("kind") == "SpecServe"]
     if len(targets) != 1:
         raise SpecFileError(f"{where}: expected exactly one document with kind: SpecServe, found {len(targets)}")
@@ -60,6 +61,16 @@ def update_spec_text(text: str, cal: Calibration, where: str) -> tuple[str, list
     out = io.StringIO()
     y.dump_all(docs, out)
     return out.getvalue(), notes
+
+
+def _why(exc: YAMLError) -> str:
+    """The problem and its line: ruamel refuses a duplicate key (as kubectl does) with the key in ``problem``."""
+    if isinstance(exc, MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        fix = "; a mapping holds each key once, remove one" if isinstance(exc, DuplicateKeyError) else ""
+        return f"{where}{exc.problem}{fix}"
+    return str(exc).splitlines()[0]
 
 
 def _compact(value: Any) -> Any:
@@ -92,7 +103,7 @@ def spec_doc_from_text(text: str, where: str) -> Any:
     try:
         docs = list(YAML(typ="safe").load_all(text))
     except YAMLError as exc:
-        raise SpecFileError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+        raise SpecFileError(f"{where}: not valid YAML ({_why(exc)})") from exc
     for d in docs:
         if isinstance(d, dict) and d.get("kind") == "SpecServe":
             return d

@@ -7,6 +7,7 @@ import sys
 
 import yaml
 
+from specserve.api import yamlfile
 from specserve.api.install_policy import InstallPolicy, check_install_policy
 from specserve.api.models import Mode
 from specserve.api.validation import InvalidSpecServe, parse_object
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             with open(args.file, encoding="utf-8") as fh:
                 text = fh.read()
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = yamlfile.load_all(text)
     except OSError as exc:
         print(f"specserve render: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from specserve.api import yamlfile
 from specserve.api.models import SpecServe, Strategy
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.emulator.profile import Profile, ProfileError, load_profile, profile_from_bench, shipped_profiles
@@ -75,7 +76,7 @@ def _spec(args: argparse.Namespace) -> SpecServe:
     else:
         try:
             with open(args.spec, encoding="utf-8") as fh:
-                docs = [d for d in yaml.safe_load_all(fh) if d is not None]
+                docs = yamlfile.load_all(fh)
         except OSError as exc:
             raise UsageError(f"cannot read {args.spec}: {exc.strerror}") from exc
         except yaml.YAMLError as exc:

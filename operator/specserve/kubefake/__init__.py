@@ -34,7 +34,16 @@ The operator never imports this package. Tests (tests/integration: the real kopf
   ``blockOwnerDeletion: true`` without ``update`` on the owner's ``/finalizers`` is 403 Forbidden;
 - discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/{group}/{version}``, ``/version``) as kopf scans it, both
   cluster-wide and namespaced; CRDs are listed under ``apiextensions.k8s.io/v1``;
-- records every request and injects faults (status codes, delays, hangs) per method and path.
+- records every request and injects faults: refused writes by object (``api.faults.refuse(kind, name=, verb=,
+  status=, times=)``), slow and hung calls by kind and verb (``faults.slow``/``faults.hang``), or any status code,
+  delay or hang per method and path (``faults.add``);
+- mutating admission (``api.mutating_webhook(kind, mutate, manager=)``: the webhook's fields are its own in
+  managedFields), writes by other field managers (``api.write_as(manager, ...)``, ``api.hpa_scale``);
+- Deployment rollouts that stall with pods saying why (``api.stall_rollouts(ns, name, "ImagePullBackOff",
+  deadline=)`` then ProgressDeadlineExceeded; ``api.set_pods(ns, name, [PodState(...), ...])`` with status counts
+  to match; ``api.set_progress_deadline_exceeded``; ``api.lose_pods``);
+- optional CRDs (Gateway API, Prometheus Operator) absent from the start or removed at run time
+  (``api.remove_crd(HTTPROUTES)``, ``api.install_crd``).
 
 Usage::
 
@@ -62,8 +71,11 @@ below). ``python -m specserve.kubefake --port 8001`` runs it standalone (see ``_
 
 from __future__ import annotations
 
+from specserve.kubefake import admission
+from specserve.kubefake.admission import Mutator
 from specserve.kubefake.faults import Fault, Faults
 from specserve.kubefake.kubeconfig import write_kubeconfig
+from specserve.kubefake.pods import PodState
 from specserve.kubefake.recording import RecordedRequest
 from specserve.kubefake.resources import (
     CONFIGMAPS,
@@ -103,6 +115,9 @@ __all__ = [
     "FakeApiServer",
     "Fault",
     "Faults",
+    "Mutator",
+    "PodState",
     "RecordedRequest",
+    "admission",
     "write_kubeconfig",
 ]

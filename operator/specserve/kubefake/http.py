@@ -12,7 +12,8 @@ import aiohttp.web
 import yaml
 
 from specserve.kubefake.errors import ApiError
-from specserve.kubefake.faults import Faults
+from specserve.kubefake.faults import REASONS, Faults
+from specserve.kubefake.faults import Request as FaultRequest
 from specserve.kubefake.recording import RecordedRequest
 from specserve.kubefake.resources import ResourceType
 from specserve.kubefake.selectors import Selector
@@ -27,6 +28,7 @@ _PATCH_TYPES = {
     "application/apply-patch+yaml": "apply",
     "application/apply-patch+cbor": "apply",
 }
+_APPLY_TYPES = frozenset(t for t, kind in _PATCH_TYPES.items() if kind == "apply")
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0-kubefake", "platform": "linux/amd64"}
 
@@ -102,6 +104,20 @@ def _manager(request: aiohttp.web.Request) -> str:
     return agent.split("/", 1)[0].strip() or "unknown"
 
 
+def _fault_view(record: RecordedRequest, target: Target | JSON | None) -> FaultRequest:
+    """What a fault rule matches: the verb (a server-side apply is ``apply``), the resource's names and the object
+    (a create names it in its body)."""
+    if not isinstance(target, Target):
+        return FaultRequest(record.method, record.path)
+    verb = "apply" if record.content_type in _APPLY_TYPES else record.verb
+    name = target.name
+    if name is None and record.method == "POST" and isinstance(record.body, dict):
+        name = (record.body.get("metadata") or {}).get("name")
+    rt = target.rt
+    return FaultRequest(record.method, record.path, verb, frozenset((rt.kind, rt.plural, rt.key)), target.namespace,
+                        name, target.subresource)  # fmt: skip
+
+
 async def _next(watch: Watch) -> Event | None:
     return await watch.queue.get()
 
@@ -123,7 +139,7 @@ class Handler:
             if isinstance(target, Target):
                 record.resource, record.group, record.plural = target.rt.key, target.rt.group, target.rt.plural
                 record.namespace, record.name, record.subresource = target.namespace, target.name, target.subresource
-            response = await self._faulted(method, path)
+            response = await self._faulted(_fault_view(record, target)) if self.faults.rules else None
             if response is None:
                 response = await self._dispatch(request, record, target)
         except ApiError as exc:
@@ -131,8 +147,8 @@ class Handler:
         record.status = response.status
         return response
 
-    async def _faulted(self, method: str, path: str) -> aiohttp.web.StreamResponse | None:
-        fault = self.faults.take(method, path)
+    async def _faulted(self, request: FaultRequest) -> aiohttp.web.StreamResponse | None:
+        fault = self.faults.take(request)
         if fault is None:
             return None
         if fault.hang:
@@ -143,9 +159,7 @@ class Handler:
             await asyncio.sleep(fault.delay)
         if fault.status is None:
             return None
-        reasons = {409: "Conflict", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
-                   503: "ServiceUnavailable", 404: "NotFound", 403: "Forbidden", 410: "Expired"}  # fmt: skip
-        raise ApiError(fault.status, reasons.get(fault.status, "Unknown"), fault.message)
+        raise ApiError(fault.status, REASONS.get(fault.status, "Unknown"), fault.message)
 
     async def _dispatch(
         self, request: aiohttp.web.Request, record: RecordedRequest, target: Target | JSON | None

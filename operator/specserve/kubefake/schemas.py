@@ -164,6 +164,12 @@ def _nodes(value: Any, path: tuple[Any, ...], at: tuple[Any, ...] = ()) -> Itera
         yield from _nodes(value[head], rest, (*at, head))
 
 
+def _root_view(obj: JSON) -> JSON:
+    """The object as a root-level rule sees it: of metadata, only name and generateName are accessible."""
+    meta = obj.get("metadata") or {}
+    return {**obj, "metadata": {k: meta[k] for k in ("name", "generateName") if k in meta}}
+
+
 def _bounded_repr(self: Exception) -> str:
     return f"{type(self).__name__}({str(self.args)[:120]})"
 
@@ -203,6 +209,8 @@ class CustomResourceSchema:
             program = env.program(env.compile(rule["rule"]), functions={"isSorted": _is_sorted})
             self.rules.append((path, rule, program, "oldSelf" in rule["rule"]))
         self._memo: dict[tuple[int, str, str], str] = {}
+        # The CEL form of the nodes of the object being validated (several rules on one node convert it once).
+        self._converted: dict[int, tuple[Any, Any]] = {}
 
     def validate(self, obj: JSON, old: JSON | None) -> Causes:
         """Schema errors, else the CEL rules' failures. A rule whose value did not change since ``old`` is not
@@ -210,12 +218,14 @@ class CustomResourceSchema:
         causes = self._schema_causes(obj, old)
         if causes:
             return causes  # CEL runs only on schema-valid objects, as in the API server
+        self._converted.clear()
         olds = {}
         dumped: dict[int, str] = {}  # one serialisation per node for the memo keys, however many rules read it
+        root, old_root = _root_view(obj), _root_view(old) if old is not None else None
         for index, (path, rule, program, transition) in enumerate(self.rules):
             if old is not None:
-                olds = dict(_nodes(old, path))
-            for at, value in _nodes(obj, path):
+                olds = dict(_nodes(old_root if not path else old, path))
+            for at, value in _nodes(root if not path else obj, path):
                 if old is not None and not transition and at in olds and olds[at] == value:
                     continue
                 old_value = olds.get(at, _ABSENT) if transition else None
@@ -250,7 +260,10 @@ class CustomResourceSchema:
         cached = self._memo.get(key)
         if cached is not None:
             return cached
-        activation: JSON = {"self": json_to_cel(value)}
+        converted = self._converted.get(id(value))
+        if converted is None or converted[0] is not value:
+            converted = self._converted[id(value)] = (value, json_to_cel(value))
+        activation: JSON = {"self": converted[1]}
         if old_value is not None:
             activation["oldSelf"] = json_to_cel(old_value)
         try:

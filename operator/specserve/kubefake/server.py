@@ -5,18 +5,22 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import aiohttp.web
 
-from specserve.kubefake import controllers
+from specserve.kubefake import controllers, patching
+from specserve.kubefake.admission import Admission, Mutate, Mutator
 from specserve.kubefake.faults import Faults
 from specserve.kubefake.http import build_app
+from specserve.kubefake.pods import PodState
 from specserve.kubefake.recording import RecordedRequest
 from specserve.kubefake.resources import (
     BUILTINS,
+    CRDS,
+    DEPLOYMENTS,
     GATEWAY_HTTPROUTE,
     PROMETHEUS_PODMONITOR,
     Registry,
@@ -59,6 +63,9 @@ class FakeApiServer:
         record_requests: False keeps no request log (a long-running demo); ``requests`` stays empty.
         block_owner_deletion: False models the OwnerReferencesPermissionEnforcement admission plugin with a
             client lacking ``update`` on ``<owner>/finalizers``: setting ``blockOwnerDeletion: true`` is 403.
+        accept_routes: act as a Gateway controller: accept every new HTTPRoute generation (status.parents with
+            observedGeneration) this many seconds after the write (0: at once); None: only set_route_accepted.
+            ``api.gateway.accepted = False`` makes it refuse (Accepted=False) from then on.
     """
 
     def __init__(
@@ -75,6 +82,7 @@ class FakeApiServer:
         history: int = 20000,
         block_owner_deletion: bool = True,
         record_requests: bool = True,
+        accept_routes: float | None = None,
     ) -> None:
         types: list[ResourceType] = list(BUILTINS)
         optional = ((GATEWAY_HTTPROUTE, gateway_api), (PROMETHEUS_PODMONITOR, prometheus_operator))
@@ -89,10 +97,16 @@ class FakeApiServer:
         self.store = Store(self.registry, Validator(enabled=validate), history=history)
         self.store.block_owner_deletion_allowed = block_owner_deletion
         self.auto_ready = auto_ready
-        if auto_ready:
-            self.store.after_write.append(controllers.auto_ready_hook)
-        elif observe_rollouts:
-            self.store.after_write.append(controllers.observe_rollout_hook)
+        self.deployments = controllers.DeploymentController(
+            "auto" if auto_ready else "observe" if observe_rollouts else None
+        )
+        self.store.after_write.append(self.deployments.hook)
+        self.gateway: controllers.GatewayController | None = None
+        if accept_routes is not None:
+            self.gateway = controllers.GatewayController(delay=accept_routes)
+            self.store.after_write.append(self.gateway.hook)
+        self._optional = {rt.key: rt for rt, _ in optional}
+        self._removed_crds: dict[str, JSON] = {}
         for crd in [*crd_objects, *(minimal_crd(rt) for rt in extra)]:
             self.create(crd)
         self._host, self._port = host, port
@@ -191,6 +205,134 @@ class FakeApiServer:
     def set_route_accepted(self, namespace: str, name: str, accepted: bool = True) -> JSON:
         """The Gateway controller's word on an HTTPRoute: its parents' Accepted condition."""
         return copy.deepcopy(controllers.set_route_accepted(self.store, namespace, name, accepted))
+
+    # ----------------------------------------------------------------------------------- fault injection
+    # Faults on the HTTP path are in ``api.faults`` (refuse/slow/hang by object, or by method and path).
+
+    @property
+    def admission(self) -> Admission:
+        """The mutating webhooks (``api.admission.mutating_webhook(kind, mutate, manager=...)``)."""
+        return self.store.admission
+
+    def mutating_webhook(
+        self, kind: str, mutate: Mutate, *, manager: str | None = "mutating-webhook", namespace: str | None = None,
+        name: str | None = None,
+    ) -> Mutator:  # fmt: skip
+        """Install a mutating webhook for ``kind`` (Deployment, deployments or apps/v1/deployments): ``mutate``
+        changes each created or updated object (never /status) before it is validated and stored; the fields it
+        changes are owned by ``manager`` in managedFields (None: by nobody, as with a plain webhook).
+        ``admission.pod_template_annotation`` and ``admission.pod_template_env`` build the usual ones.
+        ``.cancel()`` on the result uninstalls it."""
+        return self.store.admission.mutating_webhook(kind, mutate, manager=manager, namespace=namespace, name=name)
+
+    def write_as(
+        self, manager: str, resource: str, namespace: str | None, name: str, body: Mapping[str, Any], *,
+        verb: str = "apply", subresource: str = "", force: bool = False,
+    ) -> JSON:  # fmt: skip
+        """Write as another field manager would (an HPA, ``kubectl edit``, another controller, a GitOps tool):
+        ``verb`` apply (server-side apply of ``body``, which needs apiVersion/kind/metadata.name; ``force``
+        takes fields over), patch (merge patch), strategic (strategic merge patch), json (JSON patch, body
+        ``{"ops": [...]}``) or update (GET, merge ``body`` in, PUT with the read resourceVersion: ``kubectl edit``).
+        managedFields records the write under ``manager``. Raises ApiError (409 conflict, 422, ...)."""
+        rt = self._rt(resource)
+        store, data = self.store, copy.deepcopy(dict(body))
+        if verb == "apply":
+            data.setdefault("apiVersion", rt.api_version)
+            data.setdefault("kind", rt.kind)
+            data.setdefault("metadata", {}).setdefault("name", name)
+            if rt.namespaced:
+                data["metadata"].setdefault("namespace", namespace)
+            result = store.patch(rt, namespace, name, "apply", data, subresource=subresource, manager=manager,
+                                 force=force)  # fmt: skip
+        elif verb in ("patch", "strategic"):
+            kind = "merge" if verb == "patch" else "strategic"
+            result = store.patch(rt, namespace, name, kind, data, subresource=subresource, manager=manager)
+        elif verb == "json":
+            result = store.patch(rt, namespace, name, "json", data.get("ops", []), subresource=subresource,
+                                 manager=manager)  # fmt: skip
+        elif verb == "update":
+            current = store.must_get(rt, namespace, name)
+            edited = patching.merge_patch(current, data)
+            edited.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+            result = store.replace(rt, namespace, name, edited, subresource=subresource, manager=manager)
+        else:
+            raise ValueError(f"verb {verb!r}: use apply, patch, strategic, json or update")
+        return copy.deepcopy(result)
+
+    def hpa_scale(self, namespace: str, name: str, replicas: int, manager: str = "horizontal-pod-autoscaler") -> JSON:
+        """An HPA setting a Deployment's ``spec.replicas`` (an Update by its own field manager, as through
+        ``/scale``)."""
+        return self.write_as(manager, DEPLOYMENTS, namespace, name, {"spec": {"replicas": int(replicas)}},
+                             verb="update")  # fmt: skip
+
+    def set_pods(
+        self, namespace: str, deployment: str, states: Sequence[PodState | str], *,
+        progressing: controllers.Progressing | None = None,
+    ) -> builtins.list[JSON]:  # fmt: skip
+        """Replace a Deployment's pods by ``states`` (``PodState(state, updated=True, message="")`` or a state name:
+        Ready, Running, Pending, ContainerCreating, Unschedulable, ImagePullBackOff, ErrImagePull,
+        CrashLoopBackOff, OOMKilled) and write its status to match (replicas = pods, updatedReplicas = pods on the
+        current template, readyReplicas = Ready pods). Pods carry the template's labels, ``pod-template-hash``
+        and an ownerReference to the Deployment (the fake has no ReplicaSets). Returns the stored pods."""
+        return copy.deepcopy(controllers.set_pods(self.store, namespace, deployment, states, progressing=progressing))
+
+    def set_progress_deadline_exceeded(self, namespace: str, name: str) -> JSON:
+        """The Deployment controller gives up on the current rollout: Progressing=False,
+        reason ProgressDeadlineExceeded (counts unchanged)."""
+        return copy.deepcopy(controllers.set_progress_deadline_exceeded(self.store, namespace, name))
+
+    def stall_rollouts(
+        self, namespace: str, name: str, state: str = "ImagePullBackOff", *, message: str = "",
+        deadline: float | None = None,
+    ) -> None:  # fmt: skip
+        """Make this Deployment's rollouts stall (also the one in progress): the new template's pods stay in
+        ``state`` (ImagePullBackOff, CrashLoopBackOff, OOMKilled, Unschedulable, Pending, ...), old Ready pods are
+        kept down to ``replicas - maxUnavailable`` and, ``deadline`` seconds later (None: the Deployment's own
+        progressDeadlineSeconds; 0: at once), Progressing=False/ProgressDeadlineExceeded. Works with any of
+        auto_ready / observe_rollouts / neither. ``unstall_rollouts`` ends it."""
+        stall = controllers.Stall(state=state, message=message, deadline=deadline)
+        PodState(state)  # a clear error for an unknown state, now
+        self.deployments.stall(self.store, namespace, name, stall)
+
+    def unstall_rollouts(self, namespace: str, name: str) -> None:
+        """The cause is fixed: the stall's pods go; with auto_ready the rollout completes at once."""
+        self.deployments.unstall(self.store, namespace, name)
+
+    def lose_pods(self, namespace: str, name: str) -> JSON:
+        """Every pod of the Deployment stops being Ready (node lost, OOM): readyReplicas 0, Available=False."""
+        return self.set_deployment_ready(namespace, name, ready=0)
+
+    def remove_crd(self, resource: str) -> None:
+        """Delete the CRD of a custom resource at run time (``HTTPROUTES``, ``PODMONITORS``, ...): its objects are
+        deleted, open watches on it end, and its paths answer 404 and leave discovery."""
+        rt = self._rt(resource)
+        if rt.builtin:
+            raise ValueError(f"{resource} is a built-in resource, not served from a CRD")
+        for obj in self.store.select(rt, None)[0]:
+            self.store._remove(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], obj)
+        crds = self._rt(CRDS)
+        crd_name = f"{rt.plural}.{rt.group}"
+        crd = self.store.get(crds, None, crd_name)
+        if crd is not None:
+            keep = ("name", "labels", "annotations")
+            self._removed_crds[rt.key] = {
+                **{k: v for k, v in crd.items() if k not in ("metadata", "status")},
+                "metadata": {k: v for k, v in crd["metadata"].items() if k in keep},
+            }
+            self.store._remove(crds, "", crd_name, crd)
+        self.registry.remove(rt.key)
+        for watch in builtins.list(self.store.hub.watches.get(rt.key, ())):
+            watch.put(None)
+        self._optional.setdefault(rt.key, rt)
+
+    def install_crd(self, resource: str) -> None:
+        """(Re)install the CRD of an optional resource removed earlier (or served off: ``gateway_api=False``)."""
+        rt = self._optional.get(resource)
+        if rt is None:
+            raise ValueError(f"{resource}: not an optional resource of this server ({sorted(self._optional)})")
+        if self.registry.get(rt.key) is None:
+            self.registry.add(rt)
+            self.create(self._removed_crds.pop(rt.key, minimal_crd(rt)))
 
     # ------------------------------------------------------------------------------------------ request log
 

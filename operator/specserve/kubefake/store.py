@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from specserve.kubefake import defaults, fields, patching
+from specserve.kubefake.admission import Admission
 from specserve.kubefake.errors import ApiError, not_found
 from specserve.kubefake.resources import Registry, ResourceType
 from specserve.kubefake.selectors import Selector
@@ -90,6 +91,7 @@ class Store:
         # False: the OwnerReferencesPermissionEnforcement admission plugin runs and the client may not update
         # <owner>/finalizers, so it may not set blockOwnerDeletion (OpenShift, hardened clusters).
         self.block_owner_deletion_allowed = True
+        self.admission = Admission()
 
     # ---------------------------------------------------------------------------------------------- reads
 
@@ -223,10 +225,14 @@ class Store:
         # new dicts), which saves the deep copies that dominated the CPU per write.
         new = _subresource_view(rt, old, candidate, subresource)
         self._server_metadata(rt, ns, name, old, new, stamp)
-        if rt.builtin:
-            new = defaults.normalise_builtin(rt.key, new, old)
-        else:
-            new = defaults.normalise_extra(rt.key, self.validator.prepare(rt, new, old), old)
+        new = self._normalise(rt, new, old)
+        requested, stages = new, []  # stages: what each mutating webhook made of the object, in order
+        if subresource != "status" and self.admission.mutators:
+            for webhook in self.admission.matching(frozenset((rt.kind, rt.plural, rt.key)), new):
+                mutated = copy.deepcopy(new)
+                webhook.mutate(mutated)
+                new = self._normalise(rt, mutated, old)
+                stages.append((webhook.manager, new))
         meta = new["metadata"]
         if rt.generation:
             generation = 1 if old is None else int(old["metadata"].get("generation", 1))
@@ -236,17 +242,21 @@ class Store:
         if old is None or _content(old) != _content(new):
             self._admit_owner_references(rt, new, old)
             self.validator.validate(rt, new, old)  # an unchanged object was valid when stored
+        status_flag = (subresource == "status") if rt.status_subresource else None
+        keyed = _keyed(rt, subresource)
         if op != "Apply":
-            status_flag = (subresource == "status") if rt.status_subresource else None
             fields.record_update(
-                old,
-                new,
-                manager=manager,
-                keyed=_keyed(rt, subresource),
-                status=status_flag,
-                api_version=rt.api_version,
-                now=stamp,
+                old, requested, manager=manager, keyed=keyed, status=status_flag, api_version=rt.api_version, now=stamp
             )
+        before = requested
+        for webhook_manager, stage in stages:  # what a webhook changed is its own, as an Update by its manager
+            stage["metadata"].pop("managedFields", None)
+            if "managedFields" in before["metadata"]:
+                stage["metadata"]["managedFields"] = before["metadata"]["managedFields"]
+            if webhook_manager is not None:  # None: unowned, as the API server leaves a plain webhook's fields
+                fields.record_update(before, stage, manager=webhook_manager, keyed=keyed, status=status_flag,
+                                     api_version=rt.api_version, now=stamp)  # fmt: skip
+            before = stage
         if old is not None:
             meta["resourceVersion"] = old["metadata"]["resourceVersion"]
             if new == old:
@@ -272,6 +282,11 @@ class Store:
                 raise ApiError(403, "Forbidden", f'{rt.plural} "{new["metadata"]["name"]}" is forbidden: cannot set '
                                "blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers "
                                f'on: cannot update resource "{plural}/finalizers" in API group "{group}"')  # fmt: skip
+
+    def _normalise(self, rt: ResourceType, new: JSON, old: JSON | None) -> JSON:
+        if rt.builtin:
+            return defaults.normalise_builtin(rt.key, new, old)
+        return defaults.normalise_extra(rt.key, self.validator.prepare(rt, new, old), old)
 
     @staticmethod
     def _server_metadata(rt: ResourceType, ns: str, name: str, old: JSON | None, new: JSON, stamp: str) -> None:
