@@ -12,6 +12,7 @@ from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
 from specserve.policy.curves import ModeCurves
+from specserve.policy.pause import is_paused
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.reconcile import StatusWrite, current_status, previous_status
 from specserve.status import merge_patch, same_status, status_body
@@ -114,7 +115,8 @@ def next_status(
     if recorded or new.switching != status.switching or load_moved(status.load, load):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)
-    new = switching_condition(new, pending_change(obj, new), persisted, generation, stamp)
+    paused = is_paused(obj.metadata.annotations)
+    new = switching_condition(new, pending_change(obj, new), persisted, generation, stamp, paused=paused)
     return new, persisted
 
 

@@ -22,6 +22,7 @@ from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
 from specserve.policy.curves import ModeCurves, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
+from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.reconcile import current_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
@@ -162,7 +163,9 @@ class SwitchingLoop:
 
     async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: Plan, got: Gathered, now: float) -> Evaluation:
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
-        inputs = (self.decide, knobs, self._curves_of(p.key, obj))
+        paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
+        decide: Decide = PausedDecide(self.decide) if paused else self.decide
+        inputs = (decide, knobs, self._curves_of(p.key, obj))
         memory = self._memory.get(p.key)
         done = await evaluate(
             self.kube, tracked.body, tracked.memo, obj, inputs, got.reading, got.pools, p.source, memory, now
