@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("specserve.commands.calibrate", "turn two bench results into switching thresholds"),
     "simulate": ("specserve.commands.simulate", "replay a trace under the switching policy, baselines and the optimum"),
     "demo": ("specserve.commands.demo", "the operator's whole loop on one machine, live (no GPU, no cluster)"),
+    "dashboard": ("specserve.commands.dashboard", "write the Grafana dashboard (charts/specserve/dashboards)"),
 }
 
 
