@@ -335,8 +335,11 @@ def what_if_text(data: JSON) -> str:
     else:
         lines.append(f"  {data['action']} -> {target}" + ("" if data["applied"] else " (advisory: recorded only)"))
     lines.append(f"  because: {data['reason']}")
-    if data["pending"]:
-        lines.append(f"  pending: {data['pending']} (a stabilization window must pass first)")
+    pending = data["pending"]
+    if pending and pending.startswith("moving "):
+        lines.append(f"  then: {pending.removeprefix('moving ')} (the move steps on over the next evaluations)")
+    elif pending:
+        lines.append(f"  pending: {pending} (waits for its stabilization window)")
     if data["speculativeTokensPerSecond"] is not None:
         lines.append(
             f"  curves at that demand: speculative {data['speculativeTokensPerSecond']:g} vs baseline "
