@@ -4,6 +4,7 @@ when asked and when the cluster serves the kind."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from typing import Any
@@ -120,3 +121,9 @@ def test_the_servicemonitor_keeps_the_specserve_labels() -> None:
 def test_runbooks_exist_only_for_alerts() -> None:
     names = {a["alert"] for a in _alerts()}
     assert {p.stem for p in RUNBOOKS.glob("SpecServe*.md")} == names
+
+
+def test_the_values_schema_knows_every_alert_name() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    enum = schema["properties"]["alerts"]["properties"]["disabled"]["items"]["enum"]
+    assert sorted(enum) == sorted(a["alert"] for a in _alerts())
