@@ -153,3 +153,17 @@ def test_an_invalid_spec_is_a_clear_error(kimi_doc: dict[str, Any]) -> None:
     bad["spec"]["strategy"] = "Sometimes"
     with pytest.raises(view.ViewError, match="specserve m: its spec does not validate"):
         view.load(bad)
+
+
+def test_explain_shows_the_policy_memory_behind_a_hold(kimi_doc: dict[str, Any]) -> None:
+    status = {
+        **STATUS,
+        "switching": {"mode": "Speculative", "modeSince": "2026-12-01T09:00:00Z", "pending": "w=40",
+                      "pendingSince": "2026-12-01T10:06:00Z", "regret": 1234.56,
+                      "restarts": ["2026-12-01T08:00:00Z", "2026-12-01T09:00:00Z"]},
+    }  # fmt: skip
+    obj = body(kimi_doc, status=status)
+    obj["spec"]["strategy"] = "Restart"
+    text = view.explain_text(view.explain_data(view.load(obj)))
+    assert "waiting: w=40 since 2026-12-01T10:06:00Z" in text
+    assert "regret 1234.6 tokens" in text and "restarts in 24 h: 2 of 6" in text

@@ -243,7 +243,40 @@ def explain_data(item: Loaded) -> JSON:
             "baselineTokensPerSecond": point.baseline_tps,
         },
         "paused": is_paused(item.obj.metadata.annotations),
+        "memory": _memory(item),
     }
+
+
+def _memory(item: Loaded) -> JSON | None:
+    """The policy's memory in status.switching that explains a Hold: a pending wish, regret, the budget."""
+    saved = item.status.switching
+    if saved is None:
+        return None
+    return {
+        "mode": saved.mode.value,
+        "modeSince": saved.mode_since,
+        "lastSwitch": saved.last_switch,
+        "pending": saved.pending,
+        "pendingSince": saved.pending_since,
+        "regret": round(saved.regret, 1),
+        "restarts24h": len(saved.restarts),
+        "restartBudget": item.obj.spec.switching.max_restarts_per_day,
+        "barred": [f"{b.mode.value} until {b.until}: {b.reason}" for b in saved.barred],
+    }
+
+
+def _memory_lines(memory: JSON, strategy: str) -> list[str]:
+    lines = [f"Policy memory: serving {memory['mode']} since {memory['modeSince']}"
+             + (f", last switch {memory['lastSwitch']}" if memory["lastSwitch"] else "")]  # fmt: skip
+    if memory["pending"]:
+        lines.append(f"  waiting: {memory['pending']} since {memory['pendingSince']} (stabilization window)")
+    if strategy == "Restart":
+        lines.append(
+            f"  regret {memory['regret']:g} tokens (a restart when it covers the restart cost); "
+            f"restarts in 24 h: {memory['restarts24h']} of {memory['restartBudget']}"
+        )
+    lines += [f"  barred: {b}" for b in memory["barred"]]
+    return lines
 
 
 def explain_text(data: JSON) -> str:
@@ -276,6 +309,8 @@ def explain_text(data: JSON) -> str:
             f"At this point the curves give speculative {spec_tps:g} vs baseline {base_tps:g} tokens/s per replica "
             f"({ratio:.2f}x): {better} serves more."
         )
+    if data["memory"] is not None:
+        lines += _memory_lines(data["memory"], data["strategy"])
     if data["curves"] is not None:
         lines.append(f"Curves: {data['curves']['source']}.")
     else:
