@@ -38,6 +38,10 @@ mypy
 step "import layers (import-linter; the contracts are in pyproject.toml)"
 lint-imports
 
+step "alert rules (promtool, from Debian's prometheus package)"
+promtool check rules charts/specserve/rules/specserve-alerts.yaml
+promtool test rules tests/rules/specserve-alerts.test.yaml
+
 step "tests"
 bash scripts/sglang-env.sh; . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (set -e: a failed build stops the run)
 pytest -q -p no:cacheprovider "$@"

@@ -20,6 +20,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("specserve.commands.calibrate", "turn two bench results into switching thresholds"),
     "simulate": ("specserve.commands.simulate", "replay a trace under the switching policy, baselines and the optimum"),
     "demo": ("specserve.commands.demo", "the operator's whole loop on one machine, live (no GPU, no cluster)"),
+    "dashboard": ("specserve.commands.dashboard", "write the Grafana dashboard (charts/specserve/dashboards)"),
+    # The kubectl plugin's commands (kubectl-specserve), for a cluster's SpecServes:
+    "status": ("specserve.plugin.status", "a SpecServe's pools, weights or mode, demand, conditions, last decisions"),
+    "explain": ("specserve.plugin.explain", "why the last decision, with the curves and the operating point"),
+    "history": ("specserve.plugin.history", "a SpecServe's decision history"),
+    "pause": ("specserve.plugin.pause", "stop a SpecServe's switching (failover still acts)"),
+    "resume": ("specserve.plugin.resume", "resume a SpecServe's switching"),
+    "what-if": ("specserve.plugin.whatif", "what the policy would do at a given demand (nothing is written)"),
 }
 
 

@@ -49,6 +49,7 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
         telemetry.READY.labels(ns, name).set(1 if ready else 0)
         if outcome.status.weights is not None:
             telemetry.SPECULATIVE_WEIGHT.labels(ns, name).set(outcome.status.weights.speculative)
+        telemetry.observe_status(ns, name, outcome.status)
 
 
 async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) -> None:
@@ -76,7 +77,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             # The freshest body the watch delivered (status included) beats the one this handler was handed.
             latest = tracked.get(Registry.key(body))
             plain = latest.body if latest is not None else _plain(body)
-            outcome = await reconcile(kube, plain, install=config.install_policy)
+            with telemetry.RECONCILE_SECONDS.time():
+                outcome = await reconcile(kube, plain, install=config.install_policy)
             # Read our own write from the server's answer, unless the watch delivered something newer meanwhile
             # (an event that arrived during the pass may be older than our write: the next pass must not see it).
             if outcome.stored is not None and latest is not None and not older(outcome.stored, latest.body):
@@ -111,6 +113,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         if event.get("type") == "DELETED":
             memo[GONE] = True  # reconciles already queued behind the lock must not re-create its children
             tracked.forget(body)
+            telemetry.forget(*Registry.key(body))
         else:
             tracked.update(_plain(body), memo)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from specserve.api.models import SpecServe, SpecServeStatus
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -83,3 +88,134 @@ def rule_of(reason: str) -> str:
             break
         words.append(word.lower())
     return " ".join(words[:4]) or "other"
+
+
+# ------------------------------------------------------------------------------ day-2 operations (alerts, dashboard)
+# What the alerts in charts/specserve/rules and the dashboard read; set from the status wherever it is computed.
+LEADER = Gauge(
+    "specserve_leader", "1 while this operator process acts (holds the Lease, or runs without leader election).",
+    registry=REGISTRY,
+)  # fmt: skip
+RECONCILE_SECONDS = Histogram(
+    "specserve_reconcile_seconds",
+    "Wall time of one reconcile of one SpecServe (reads, applies and the status write).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+CONDITION = Gauge(
+    "specserve_condition",
+    "1 for each condition's current status and reason (one series per condition type).",
+    ["namespace", "name", "type", "status", "reason"],
+    registry=REGISTRY,
+)
+POOL_READY = Gauge(
+    "specserve_pool_ready_replicas", "Ready pods per pool, as the Deployment reports them.",
+    ["namespace", "name", "pool"], registry=REGISTRY,
+)  # fmt: skip
+POOL_DESIRED = Gauge(
+    "specserve_pool_desired_replicas", "Desired pods per pool.", ["namespace", "name", "pool"], registry=REGISTRY
+)
+POOL_DEADLINE_EXCEEDED = Gauge(
+    "specserve_pool_roll_deadline_exceeded",
+    "1 while a pool's roll has run past its progress deadline.",
+    ["namespace", "name", "pool"],
+    registry=REGISTRY,
+)
+ROUTE_WEIGHT = Gauge(
+    "specserve_route_weight", "HTTPRoute weight on each pool (speculative, baseline), as on the route.",
+    ["namespace", "name", "pool"], registry=REGISTRY,
+)  # fmt: skip
+ACTIVE_MODE = Gauge(
+    "specserve_active_mode", "1 for the mode actually serving (Speculative or Baseline).",
+    ["namespace", "name", "mode"], registry=REGISTRY,
+)  # fmt: skip
+RESTARTS_USED = Gauge(
+    "specserve_restarts_used", "Restart strategy: restarts made in the last 24 h.", ["namespace", "name"],
+    registry=REGISTRY,
+)  # fmt: skip
+RESTART_BUDGET = Gauge(
+    "specserve_restart_budget", "spec.switching.maxRestartsPerDay.", ["namespace", "name"], registry=REGISTRY
+)
+CROSSOVER = Gauge(
+    "specserve_crossover_concurrency", "The crossover per replica the policy uses (spec, else from the curves).",
+    ["namespace", "name"], registry=REGISTRY,
+)  # fmt: skip
+CALIBRATED_ACCEPT_LENGTH = Gauge(
+    "specserve_calibrated_accept_length", "spec.switching.calibratedAcceptLength (absent when unset).",
+    ["namespace", "name"], registry=REGISTRY,
+)  # fmt: skip
+PAUSED = Gauge(
+    "specserve_paused", "1 while switching is paused (annotation specserve.io/paused).", ["namespace", "name"],
+    registry=REGISTRY,
+)  # fmt: skip
+
+# Gauges whose label sets change with the status: a stale series (an old reason) must disappear, not linger at 1.
+_CONDITIONS_SEEN: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+
+
+def observe_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, str, str]]) -> None:
+    """(type, status, reason) per condition: one series at 1 per type; series of earlier values removed."""
+    now = set(conditions)
+    for gone in _CONDITIONS_SEEN.get((namespace, name), set()) - now:
+        with contextlib.suppress(KeyError):
+            CONDITION.remove(namespace, name, *gone)
+    for labels in now:
+        CONDITION.labels(namespace, name, *labels).set(1)
+    _CONDITIONS_SEEN[(namespace, name)] = now
+
+
+def observe_mode(namespace: str, name: str, mode: str | None) -> None:
+    for candidate in ("Speculative", "Baseline"):
+        ACTIVE_MODE.labels(namespace, name, candidate).set(1 if candidate == mode else 0)
+
+
+def set_or_clear(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
+    """A gauge absent rather than 0 when the value is unknown (so an alert on it does not misfire)."""
+    if value is None:
+        with contextlib.suppress(KeyError):
+            gauge.remove(*labels)
+    else:
+        gauge.labels(*labels).set(value)
+
+
+def observe_status(namespace: str, name: str, status: SpecServeStatus) -> None:
+    """The status-derived gauges: conditions, pools, route weights, the mode serving, restarts used."""
+    observe_conditions(namespace, name, ((c.type, c.status.value, c.reason) for c in status.conditions))
+    for pool in status.pools:
+        POOL_READY.labels(namespace, name, pool.role).set(pool.ready)
+        POOL_DESIRED.labels(namespace, name, pool.role).set(pool.desired)
+        stuck = pool.failure is not None and pool.failure.deadline_exceeded
+        POOL_DEADLINE_EXCEEDED.labels(namespace, name, pool.role).set(1 if stuck else 0)
+    if status.weights is not None:
+        ROUTE_WEIGHT.labels(namespace, name, "speculative").set(status.weights.speculative)
+        ROUTE_WEIGHT.labels(namespace, name, "baseline").set(status.weights.baseline)
+    observe_mode(namespace, name, status.active_mode.value if status.active_mode is not None else None)
+    if status.switching is not None:
+        RESTARTS_USED.labels(namespace, name).set(len(status.switching.restarts))
+
+
+def observe_spec(namespace: str, name: str, obj: SpecServe, crossover: float | None, paused: bool) -> None:
+    """The spec-derived gauges the alerts compare against (budget, calibrated accept length, crossover, pause)."""
+    switching = obj.spec.switching
+    RESTART_BUDGET.labels(namespace, name).set(switching.max_restarts_per_day)
+    set_or_clear(CALIBRATED_ACCEPT_LENGTH, (namespace, name), switching.calibrated_accept_length)
+    set_or_clear(CROSSOVER, (namespace, name), crossover)
+    PAUSED.labels(namespace, name).set(1 if paused else 0)
+
+
+_PER_SPECSERVE = (
+    CONDITION, POOL_READY, POOL_DESIRED, POOL_DEADLINE_EXCEEDED, ROUTE_WEIGHT, ACTIVE_MODE, RESTARTS_USED,
+    RESTART_BUDGET, CROSSOVER, CALIBRATED_ACCEPT_LENGTH, PAUSED,
+)  # fmt: skip
+
+
+def forget(namespace: str, name: str) -> None:
+    """Drop a deleted SpecServe's day-2 series (an alert must not fire on a SpecServe that is gone)."""
+    _CONDITIONS_SEEN.pop((namespace, name), None)
+    for gauge in _PER_SPECSERVE:
+        for metric in gauge.collect():
+            for sample in metric.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("name") == name:
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(*(labels[k] for k in gauge._labelnames))

@@ -63,6 +63,8 @@ def test_compressed_demo_moves_the_weights_both_ways_without_a_failed_request(tm
     history = summary["history"]
     assert history and all(h.get("reason") and h.get("time") for h in history), log
     assert any(h.get("action") == "SetWeights" for h in history), log
+    # It ends with the `kubectl specserve status` view of its SpecServe.
+    assert summary["status_view"][0].startswith("SpecServe ") and "kubectl specserve status:" in proc.stdout, log
     png = (out / "timeline.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert _left_behind(out) == []

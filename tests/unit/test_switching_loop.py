@@ -530,3 +530,24 @@ def test_a_watch_event_older_than_the_answer_to_our_write_does_not_replace_it() 
     assert tracked.body["status"] == {"x": 1}
     registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "13"}}, {})
     assert tracked.body["metadata"]["resourceVersion"] == "13"
+
+
+async def test_a_paused_specserve_holds_says_paused_and_moves_again_on_resume(world: World) -> None:
+    tracked = world.registry.get((NS, "kimi-k25"))
+    assert tracked is not None
+    tracked.body["metadata"]["annotations"] = {"specserve.io/paused": "true"}
+    world.prom.demand["kimi-k25"] = 2.0  # below 5: the policy wants all weight on speculative
+    await world.round_at(100)
+    assert world.triggered == []  # nothing to realise
+    assert world.status()["switching"]["weights"] == {"speculative": 0, "baseline": 100}
+    switching = world.condition("Switching")
+    assert (switching["status"], switching["reason"]) == ("False", "Paused")
+    labels = {"namespace": NS, "name": "kimi-k25"}
+    assert telemetry.REGISTRY.get_sample_value("specserve_paused", labels) == 1
+    assert not [e for e in world.kube.events if e[1] == "SetWeights"]
+
+    tracked.body["metadata"]["annotations"] = {}
+    await world.round_at(105)
+    assert world.triggered == ["kimi-k25"]
+    assert world.status()["switching"]["weights"] == {"speculative": 100, "baseline": 0}
+    assert telemetry.REGISTRY.get_sample_value("specserve_paused", labels) == 0

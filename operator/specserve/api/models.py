@@ -408,6 +408,15 @@ class SwitchingSpec(Model):
     min_dwell_seconds: int = Field(default=300, ge=0, le=86400, description="Least time between two switches.")
     max_restarts_per_day: int = Field(default=6, ge=0, le=1000, description="Restart strategy budget.")
     advisory: bool = Field(default=False, description="Record decisions in status without acting on them.")
+    calibrated_accept_length: float | None = Field(
+        default=None,
+        gt=0,
+        le=64,
+        description=(
+            "Mean accepted length the speculative pods reached when the curves were measured (bench's "
+            "accept_length); the operator exports it so an alert fires when the live accept length collapses."
+        ),
+    )
     tpot_slo_seconds: float | None = Field(
         default=None,
         gt=0,

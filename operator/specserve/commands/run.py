@@ -177,6 +177,7 @@ async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Eve
                 if not await elector.acquire(external):
                     return  # stopped while standing by
         stop = asyncio.Event()  # what kopf watches: the caller's stop, or the lease lost
+        telemetry.LEADER.set(1)
         # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
         stopped = asyncio.ensure_future(external.wait())
         holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
@@ -194,6 +195,7 @@ async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Eve
         if lost.is_set():
             raise LeadershipLostError("the lease was lost; stopped acting")
     finally:
+        telemetry.LEADER.set(0)
         if elector is not None and not lost.is_set():
             await elector.release()
         await kube.close()

@@ -48,6 +48,7 @@ class Summary:
     # HAProxy's own count of responses by class, as Prometheus scraped its exporter (a check on `failed`).
     gateway_responses: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)  # status.history at the end
+    status_view: list[str] = field(default_factory=list)  # `kubectl specserve status` at the end
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, default=str)
@@ -179,4 +180,6 @@ def lines(summary: Summary) -> list[str]:
         counts = ", ".join(f"{k} {v:g}" for k, v in sorted(summary.gateway_responses.items()))
         out.append(f"HAProxy's exporter (via Prometheus): responses {counts}")
     out += [f"error: {e}" for e in summary.errors]
+    if summary.status_view:
+        out += ["kubectl specserve status:", *summary.status_view]
     return out

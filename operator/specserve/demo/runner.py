@@ -32,6 +32,7 @@ from specserve.demo.view import View, make_view
 from specserve.demo.wiring import NAMESPACES, Demo, Options, gateway_answers
 from specserve.emulator.profile import Profile, load_profile
 from specserve.kube.kinds import PODMONITOR, SPECSERVE
+from specserve.plugin import view as plugin_view
 from specserve.render import render
 
 READY_TIMEOUT = 120.0
@@ -143,6 +144,7 @@ async def _report(demo: Demo, load: LoadGenerator, title: str) -> Summary:
     window = max(5.0, opts.duration / 12)
     summary = summarize(load.records, load.t0, demo.timeline, history, window)
     summary.gateway_responses = await gateway_responses(demo, SCRAPE_SECONDS)
+    summary.status_view = status_view(obj)
     opts.out.mkdir(parents=True, exist_ok=True)
     (opts.out / "summary.json").write_text(summary.to_json(), encoding="utf-8")
     plot(demo.timeline, opts.out / "timeline.png", title)
@@ -174,6 +176,14 @@ async def run_demo(opts: Options, view: View | None = None) -> Summary:
         (opts.out / "pids.json").write_text(json.dumps(demo.sup.started), encoding="utf-8")
         if not opts.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def status_view(obj: dict[str, Any]) -> list[str]:
+    """What `kubectl specserve status` shows for the demo's SpecServe at its end."""
+    try:
+        return plugin_view.status_text(plugin_view.status_data(plugin_view.load(obj))).splitlines()
+    except plugin_view.ViewError as exc:
+        return [f"(no status view: {exc})"]
 
 
 def print_summary(summary: Summary, view: View, out: Path) -> None:

@@ -17,6 +17,7 @@ from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
 from specserve.policy.curves import ModeCurves
+from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.reconcile import previous_status
@@ -124,7 +125,8 @@ def next_status(
     if recorded or new.switching != status.switching or load_moved(status.load, load):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)
-    new = switching_condition(new, pending_change(obj, new), persisted, generation, stamp)
+    paused = is_paused(obj.metadata.annotations)
+    new = switching_condition(new, pending_change(obj, new), persisted, generation, stamp, paused=paused)
     return new, persisted
 
 

@@ -20,8 +20,9 @@ from specserve.api.models import SpecServe
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
-from specserve.policy.curves import ModeCurves, curves_from_spec
+from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
+from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
@@ -174,7 +175,9 @@ class SwitchingLoop:
 
     async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: Plan, got: Gathered, now: float) -> Evaluation:
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
-        inputs = (self.decide, knobs, self._curves_of(p.key, obj))
+        paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
+        decide: Decide = PausedDecide(self.decide) if paused else self.decide
+        inputs = (decide, knobs, self._curves_of(p.key, obj))
         memory = self._memory.get(p.key)
         done = await evaluate(self.kube, tracked.body, obj, inputs, got.reading, got.pools, p.source, memory, now)
         self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
@@ -194,6 +197,10 @@ class SwitchingLoop:
         telemetry.DEMAND.labels(ns, name).set(reading.sample.demand if reading.sample.demand is not None else math.nan)
         if reading.reason:
             telemetry.METRIC_ERRORS.labels(ns, name, reading.reason).inc()
+        curves = self._curves_of((ns, name), obj)
+        cross = obj.spec.switching.crossover_concurrency or (crossover(curves) if curves is not None else None)
+        telemetry.observe_spec(ns, name, obj, cross, is_paused(obj.metadata.annotations))
+        telemetry.observe_status(ns, name, done.after)
         if done.persisted is not None and done.persisted.weights is not None:
             telemetry.TARGET_WEIGHT.labels(ns, name, "speculative").set(done.persisted.weights.speculative)
             telemetry.TARGET_WEIGHT.labels(ns, name, "baseline").set(done.persisted.weights.baseline)

@@ -22,6 +22,7 @@ from specserve.api.models import (
 )
 from specserve.metrics.promql import SELECTOR_FIELD
 from specserve.metrics.signal import Reading, Reason
+from specserve.policy.pause import PAUSED_MESSAGE, PAUSED_REASON
 from specserve.policy.types import Action, PolicyState, PoolSignal, Verdict
 from specserve.status import METRICS_AVAILABLE, SWITCHING, set_condition
 from specserve.switching.state import rfc3339, to_status
@@ -141,11 +142,19 @@ def metrics_condition(
 
 
 def switching_condition(
-    status: SpecServeStatus, converging: str | None, state: PolicyState, generation: int | None, now: str
+    status: SpecServeStatus,
+    converging: str | None,
+    state: PolicyState,
+    generation: int | None,
+    now: str,
+    paused: bool = False,
 ) -> SpecServeStatus:
-    """True while a change converges (the reconcile has not realised the target yet), with what it waits for."""
+    """True while a change converges (the reconcile has not realised the target yet), with what it waits for;
+    False with reason Paused while the pause annotation holds switching."""
     if converging is not None:
         cond = (ConditionStatus.TRUE, "Converging", converging)
+    elif paused:
+        cond = (ConditionStatus.FALSE, PAUSED_REASON, PAUSED_MESSAGE)
     else:
         cond = (ConditionStatus.FALSE, "Stable", f"serving {state.mode.value}")
     conditions = set_condition(status.conditions, SWITCHING, *cond, generation, now)

@@ -30,7 +30,7 @@ def _ms(t: float | None) -> float | None:
     return round(t, 3) if t is not None else None
 
 
-def _pending_out(pending: Pending | None) -> PendingMove | None:
+def pending_out(pending: Pending | None) -> PendingMove | None:
     if pending is None:
         return None
     return PendingMove(
@@ -64,7 +64,7 @@ def to_status(state: PolicyState) -> SwitchingState:
         last_switch=rfc3339(state.last_switch) if state.last_switch is not None else None,
         regret=state.regret,
         restarts=[rfc3339(t) for t in state.restarts],
-        pending=_pending_out(state.pending),
+        pending=pending_out(state.pending),
         unknown_streak=state.unknown_streak,
         last_evaluation=rfc3339(state.last_evaluation) if state.last_evaluation is not None else None,
         adaptive_crossover=state.adaptive_crossover,

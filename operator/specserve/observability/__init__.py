@@ -1,0 +1,1 @@
+"""Day-2 operations tools (the Grafana dashboard); never imported by the operator."""

@@ -1,0 +1,302 @@
+"""What the SpecServe Grafana dashboard shows (pure data): rows, panels and their PromQL. grafana.py builds the
+dashboard from it with the Grafana Foundation SDK (the `dashboard` extra); `specserve dashboard` writes it to
+charts/specserve/dashboards/specserve.json (a test fails when the two drift).
+
+Every query is listed in PANELS as plain PromQL with the dashboard's variables ($namespace, $name,
+$__rate_interval): tests/integration/test_dashboard_queries.py runs each against a live Prometheus scraping
+emulated pods and the operator, so a typo is a failing test, not an empty panel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# The variables the queries use; the query check substitutes them (see `substitute`).
+NS = 'namespace=~"$namespace"'
+SEL = f'{NS}, name=~"$name"'  # the operator's own series
+ENGINE = f'{NS}, specserve_instance=~"$name"'  # the engines' series, as the operator's PodMonitor labels them
+DRAFTING = f'{ENGINE}, specserve_pool=~"speculative|engine"'  # pods that speculate
+RATE = "$__rate_interval"
+
+UID = "specserve"
+TITLE = "SpecServe"
+
+
+@dataclass(frozen=True)
+class Target:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    title: str
+    description: str
+    targets: tuple[Target, ...]
+    unit: str = "short"
+    kind: Literal["timeseries", "table", "stat"] = "timeseries"
+    width: int = 12
+    height: int = 8
+    # A query that may rightly return nothing on a healthy cluster (none here yet: each panel's query must return
+    # series in the live check). Kept explicit so a new exception is a decision, not an accident.
+    may_be_empty: bool = False
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    title: str
+    panels: tuple[PanelSpec, ...]
+    repeat_by_name: bool = False
+
+
+def _quantiles(histogram: str) -> tuple[Target, ...]:
+    return tuple(
+        Target(
+            f"histogram_quantile({q}, sum by (specserve_pool, le) (rate({histogram}_bucket{{{ENGINE}}}[{RATE}])))",
+            f"{{{{specserve_pool}}}} p{round(q * 100)}",
+        )
+        for q in (0.5, 0.9, 0.99)
+    )
+
+
+OVERVIEW = RowSpec(
+    "Overview: every SpecServe",
+    (
+        PanelSpec(
+            "Ready",
+            "specserve_ready: 1 when the SpecServe's Ready condition is True.",
+            (Target("specserve_ready", "{{namespace}}/{{name}}"),),
+            width=6,
+        ),
+        PanelSpec(
+            "Demand",
+            "Requests in flight across each SpecServe's pods, smoothed (the switching loop's input).",
+            (Target("specserve_demand", "{{namespace}}/{{name}}"),),
+            width=6,
+        ),
+        PanelSpec(
+            "Speculative weight",
+            "HTTPRoute weight on the speculative pool (TrafficSplit).",
+            (Target('specserve_route_weight{pool="speculative"}', "{{namespace}}/{{name}}"),),
+            unit="percent",
+            width=6,
+        ),
+        PanelSpec(
+            "Serving speculatively",
+            "1 while the mode actually serving is Speculative.",
+            (Target('specserve_active_mode{mode="Speculative"}', "{{namespace}}/{{name}}"),),
+            width=6,
+        ),
+        PanelSpec(
+            "Conditions",
+            "Every condition's status and reason now; look for Ready=False, Degraded=True, MetricsAvailable=False, "
+            "Switching=False/Paused.",
+            (Target("specserve_condition == 1", instant=True),),
+            kind="table",
+            width=24,
+        ),
+    ),
+)
+
+SPECSERVE = RowSpec(
+    "$namespace/$name",
+    (
+        PanelSpec(
+            "Demand against the crossover",
+            "Demand (requests in flight) against the crossover per replica times the Ready replicas: above the "
+            "line baseline serves more tokens/s, below it speculation does.",
+            (
+                Target(f"specserve_demand{{{SEL}}}", "demand"),
+                Target(
+                    f"specserve_crossover_concurrency{{{SEL}}} * on (namespace, name) "
+                    f"sum by (namespace, name) (specserve_pool_ready_replicas{{{SEL}}})",
+                    "crossover x ready replicas",
+                ),
+            ),
+        ),
+        PanelSpec(
+            "Weights and mode",
+            "HTTPRoute weights on the route and as decided; the mode serving (1 = that mode). Decisions are the "
+            "dashboard's annotations (action in the title, rule in the text).",
+            (
+                Target(f"specserve_route_weight{{{SEL}}}", "route {{pool}}"),
+                Target(f"specserve_target_weight{{{SEL}}}", "decided {{pool}}"),
+                Target(f"specserve_active_mode{{{SEL}}} * 100", "mode {{mode}} (100 = serving)"),
+            ),
+            unit="percent",
+        ),
+        PanelSpec(
+            "Tokens/s per pool",
+            "Generated tokens per second, per pool (SGLang's generation_tokens_total).",
+            (
+                Target(
+                    f"sum by (specserve_pool) (rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}]))",
+                    "{{specserve_pool}}",
+                ),
+            ),
+        ),
+        PanelSpec(
+            "Requests running and queued per pool",
+            "SGLang's num_running_reqs and num_queue_reqs, summed per pool.",
+            (
+                Target(f"sum by (specserve_pool) (sglang:num_running_reqs{{{ENGINE}}})", "{{specserve_pool}} running"),
+                Target(f"sum by (specserve_pool) (sglang:num_queue_reqs{{{ENGINE}}})", "{{specserve_pool}} queued"),
+            ),
+        ),
+        PanelSpec(
+            "Time to first token",
+            "p50/p90/p99 per pool from SGLang's time_to_first_token_seconds histogram.",
+            _quantiles("sglang:time_to_first_token_seconds"),
+            unit="s",
+        ),
+        PanelSpec(
+            "Time per output token",
+            "p50/p90/p99 per pool from SGLang's request_time_per_output_token_seconds histogram.",
+            _quantiles("sglang:request_time_per_output_token_seconds"),
+            unit="s",
+        ),
+        PanelSpec(
+            "Accept length against the calibrated one",
+            "Mean accepted length of the speculative pods against spec.switching.calibratedAcceptLength: far below "
+            "it, speculation runs but no longer pays (alert SpecServeAcceptLengthCollapsed).",
+            (
+                Target(
+                    f"avg by (specserve_pool) (sglang:spec_accept_length{{{DRAFTING}}})",
+                    "{{specserve_pool}} live",
+                ),
+                Target(f"specserve_calibrated_accept_length{{{SEL}}}", "calibrated"),
+            ),
+        ),
+        PanelSpec(
+            "Active draft steps",
+            "SGLang's spec_num_steps: the steps in use now (Adaptive moves them with the batch size; 0: drafting off).",
+            (
+                Target(
+                    f"avg by (specserve_pool) (sglang:spec_num_steps{{{DRAFTING}}})",
+                    "{{specserve_pool}}",
+                ),
+            ),
+        ),
+        PanelSpec(
+            "Pool readiness",
+            "Ready against desired pods per pool (from the Deployments).",
+            (
+                Target(f"specserve_pool_ready_replicas{{{SEL}}}", "{{pool}} ready"),
+                Target(f"specserve_pool_desired_replicas{{{SEL}}}", "{{pool}} desired"),
+            ),
+        ),
+        PanelSpec(
+            "Restarts and the restart budget",
+            "Restart strategy: restarts in the last 24 h against spec.switching.maxRestartsPerDay.",
+            (
+                Target(f"specserve_restarts_used{{{SEL}}}", "restarts (24 h)"),
+                Target(f"specserve_restart_budget{{{SEL}}}", "budget"),
+            ),
+        ),
+        PanelSpec(
+            "Evaluations and metric errors",
+            "Switching evaluations per second by whether the load was known, and those without load by reason "
+            "(NoData, Stale, QueryFailed, ...).",
+            (
+                Target(
+                    f"sum by (load) (rate(specserve_evaluations_total{{{SEL}}}[{RATE}]))", "evaluations, load {{load}}"
+                ),
+                Target(
+                    f"sum by (reason) (increase(specserve_metric_errors_total{{{SEL}}}[{RATE}]))", "error {{reason}}"
+                ),
+            ),
+        ),
+        PanelSpec(
+            "Decisions",
+            "Decisions other than Hold, by action and rule (the reason's leading words), and whether applied.",
+            (
+                Target(
+                    f"sum by (action, rule, applied) (increase(specserve_decisions_total{{{SEL}}}[{RATE}]))",
+                    "{{action}}: {{rule}} (applied {{applied}})",
+                ),
+            ),
+        ),
+    ),
+)
+
+OPERATOR = RowSpec(
+    "Operator",
+    (
+        PanelSpec(
+            "Reconcile latency",
+            "p50/p99 of one reconcile (reads, applies, status write).",
+            tuple(
+                Target(
+                    f"histogram_quantile({q}, sum by (le) (rate(specserve_reconcile_seconds_bucket[{RATE}])))",
+                    f"p{round(q * 100)}",
+                )
+                for q in (0.5, 0.99)
+            ),
+            unit="s",
+            width=8,
+        ),
+        PanelSpec(
+            "Evaluation round latency",
+            "p50/p99 of one switching round (all SpecServes due, reading included).",
+            tuple(
+                Target(
+                    f"histogram_quantile({q}, sum by (le) (rate(specserve_evaluation_round_seconds_bucket[{RATE}])))",
+                    f"p{round(q * 100)}",
+                )
+                for q in (0.5, 0.99)
+            ),
+            unit="s",
+            width=8,
+        ),
+        PanelSpec(
+            "Leader and queries",
+            "1 on the replica that acts (holds the Lease); Prometheus queries and pod scrapes per second.",
+            (
+                Target("specserve_leader", "leader {{instance}}"),
+                Target(f"sum by (source) (rate(specserve_metric_queries_total[{RATE}]))", "queries {{source}}"),
+            ),
+            width=8,
+        ),
+    ),
+)
+
+ROWS = (OVERVIEW, SPECSERVE, OPERATOR)
+
+# Decisions as annotations: the action in the title, the rule (the reason's leading words) in the text.
+DECISION_ANNOTATION = Target(
+    f"sum by (namespace, name, action, rule, applied) (changes(specserve_decisions_total{{{SEL}}}[2m])) > 0"
+)
+
+VARIABLE_QUERIES = {
+    "namespace": "label_values(specserve_ready, namespace)",
+    "name": 'label_values(specserve_ready{namespace=~"$namespace"}, name)',
+}
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """Values for the dashboard's variables when its queries run outside Grafana (the live check)."""
+
+    namespace: str = ".+"
+    name: str = ".+"
+    rate_interval: str = "1m"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def substitute(expr: str, values: Substitution) -> str:
+    out = expr.replace("$__rate_interval", values.rate_interval)
+    out = out.replace("$namespace", values.namespace).replace("$name", values.name)
+    for key, value in values.extra.items():
+        out = out.replace(f"${key}", value)
+    return out
+
+
+def all_queries() -> list[tuple[str, PanelSpec | None, Target]]:
+    """(row title, panel or None for the annotation, target) for every query the dashboard runs."""
+    out: list[tuple[str, PanelSpec | None, Target]] = [
+        (row.title, panel, target) for row in ROWS for panel in row.panels for target in panel.targets
+    ]
+    out.append(("annotations", None, DECISION_ANNOTATION))
+    return out

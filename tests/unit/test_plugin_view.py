@@ -1,0 +1,170 @@
+"""The plugin's views (pure): what `kubectl specserve status|history|explain|what-if` show for a SpecServe."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from specserve.plugin import view
+from specserve.plugin.plot import terminal
+
+NOW = 1_780_000_000.0
+
+
+def body(kimi_doc: dict[str, Any], *, paused: bool = False, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = copy.deepcopy(kimi_doc)
+    obj["metadata"] = {"name": "m", "namespace": "llm"}
+    if paused:
+        obj["metadata"]["annotations"] = {"specserve.io/paused": "true"}
+    obj["spec"]["switching"] = {"crossoverConcurrency": 6, "minDwellSeconds": 0, "downStabilizationSeconds": 0}
+    obj["status"] = status if status is not None else STATUS
+    return obj
+
+
+def cond(type_: str, status: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": "t"}
+
+
+STATUS: dict[str, Any] = {
+    "activeMode": "Speculative",
+    "weights": {"speculative": 100, "baseline": 0},
+    "pools": [
+        {"role": "speculative", "name": "m-spec", "desired": 1, "ready": 1, "updated": 1},
+        {
+            "role": "baseline",
+            "name": "m-base",
+            "desired": 2,
+            "ready": 1,
+            "updated": 0,
+            "failure": {"reason": "ImagePullBackOff", "message": "no such image"},
+        },
+    ],
+    "load": {"concurrency": 4.0},
+    "conditions": [
+        cond("Ready", "False", "PoolsNotReady", "waiting for m-base"),
+        cond("Degraded", "False", "AsExpected"),
+        cond("MetricsAvailable", "True", "Reading"),
+        cond("Switching", "False", "Stable"),
+        cond("Progressing", "False", "Settled"),
+    ],
+    "history": [
+        {
+            "time": "2026-12-01T10:00:00Z",
+            "fromMode": "Baseline",
+            "toMode": "Speculative",
+            "action": "SetWeights",
+            "weights": {"speculative": 100, "baseline": 0},
+            "concurrency": 2.0,
+            "reason": "demand 2.0 < crossover",
+        },
+        {
+            "time": "2026-12-01T10:05:00Z",
+            "fromMode": "Speculative",
+            "toMode": "Speculative",
+            "action": "SetWeights",
+            "weights": {"speculative": 75, "baseline": 25},
+            "concurrency": 9.0,
+            "reason": "demand 9.0 > crossover",
+            "applied": False,
+        },
+    ],
+}
+STATUS["lastDecision"] = STATUS["history"][-1]
+
+
+def test_status_shows_pools_weights_demand_against_crossover_bad_conditions_and_decisions(
+    kimi_doc: dict[str, Any],
+) -> None:
+    data = view.status_data(view.load(body(kimi_doc)))
+    text = view.status_text(data)
+    assert "SpecServe llm/m  (TrafficSplit)" in text
+    assert "weights speculative 100 / baseline 0" in text
+    assert "m-base" in text and "ready 1/2  updated 0/2  FAILING ImagePullBackOff: no such image" in text
+    # 2 Ready replicas: the crossover of 6 per replica is 12 in total; demand 4 is below it
+    assert "demand:     4 in flight   crossover 6/replica = 12 for the Ready replicas" in text
+    assert "(below: speculation wins)" in text
+    assert "Ready=False PoolsNotReady: waiting for m-base" in text
+    assert "Degraded" not in text and "MetricsAvailable" not in text  # fine conditions are not listed
+    assert text.index("10:05:00") < text.index("10:00:00")  # newest decision first
+    assert "(advisory, not applied)" in text
+    assert data["paused"] is False
+
+
+def test_status_says_paused(kimi_doc: dict[str, Any]) -> None:
+    status = {**STATUS, "conditions": [cond("Switching", "False", "Paused", "switching is paused")]}
+    text = view.status_text(view.status_data(view.load(body(kimi_doc, paused=True, status=status))))
+    assert "PAUSED" in text and "Switching=False Paused" in text
+
+
+def test_a_fresh_specserve_shows_without_status(kimi_doc: dict[str, Any]) -> None:
+    text = view.status_text(view.status_data(view.load(body(kimi_doc, status={}))))
+    assert "serving:    not yet" in text and "demand:     unknown" in text and "last decisions: none yet" in text
+
+
+def test_history_is_a_table_oldest_first(kimi_doc: dict[str, Any]) -> None:
+    text = view.history_text(view.history_data(view.load(body(kimi_doc))))
+    lines = text.splitlines()
+    assert lines[0].split() == ["TIME", "ACTION", "FROM", "TO", "WEIGHTS", "DEMAND", "APPLIED", "REASON"]
+    assert lines[1].split()[:7] == ["2026-12-01T10:00:00Z", "SetWeights", "Baseline", "Speculative", "100/0", "2",
+                                    "yes"]  # fmt: skip
+    assert lines[2].split()[6] == "no"
+    assert view.history_text([]) == "No decisions recorded yet."
+
+
+def test_explain_gives_the_reason_and_the_operating_point_on_the_curves(kimi_doc: dict[str, Any]) -> None:
+    data = view.explain_data(view.load(body(kimi_doc)))
+    point = data["operatingPoint"]
+    assert (point["demand"], point["readyReplicas"], point["perReplica"]) == (4.0, 2, 2.0)
+    assert point["speculativeTokensPerSecond"] > point["baselineTokensPerSecond"]  # below the crossover
+    text = view.explain_text(data)
+    assert "why: demand 9.0 > crossover" in text
+    assert "2 per replica; crossover 6 per replica" in text and "speculation serves more" in text
+    assert "modelled from crossoverConcurrency" in text
+
+
+def test_explain_plots_the_curves_in_the_terminal(kimi_doc: dict[str, Any]) -> None:
+    plot = terminal(view.explain_data(view.load(body(kimi_doc))))
+    assert "speculative" in plot and "baseline" in plot and "\x1b[" not in plot
+
+
+@pytest.mark.parametrize(("demand", "action"), [(40.0, "SetWeights"), (1.0, "Hold")])
+def test_what_if_asks_the_policy_on_the_live_state(kimi_doc: dict[str, Any], demand: float, action: str) -> None:
+    data = view.what_if(view.load(body(kimi_doc)), demand, now=NOW)
+    assert data["action"] == action
+    assert data["current"] == {"mode": "Speculative", "weights": {"speculative": 100, "baseline": 0}}
+    if action == "SetWeights":
+        assert data["weights"]["speculative"] < 100
+    assert "nothing was written" in view.what_if_text(data)
+
+
+def test_what_if_fails_over_off_a_dead_pool_even_when_paused(kimi_doc: dict[str, Any]) -> None:
+    status = copy.deepcopy(STATUS)
+    status["pools"][0]["ready"] = 0  # the speculative pool lost its replica
+    data = view.what_if(view.load(body(kimi_doc, paused=True, status=status)), 1.0, now=NOW)
+    assert data["action"] == "SetWeights" and data["weights"] == {"speculative": 0, "baseline": 100}
+    held = view.what_if(view.load(body(kimi_doc, paused=True)), 40.0, now=NOW)
+    assert held["action"] == "Hold" and held["reason"].startswith("paused")
+
+
+def test_an_invalid_spec_is_a_clear_error(kimi_doc: dict[str, Any]) -> None:
+    bad = body(kimi_doc)
+    bad["spec"]["strategy"] = "Sometimes"
+    with pytest.raises(view.ViewError, match="specserve m: its spec does not validate"):
+        view.load(bad)
+
+
+def test_explain_shows_the_policy_memory_behind_a_hold(kimi_doc: dict[str, Any]) -> None:
+    status = {
+        **STATUS,
+        "switching": {"mode": "Speculative", "modeSince": "2026-12-01T09:00:00Z",
+                      "pending": {"kind": "Waiting", "since": "2026-12-01T10:06:00Z", "speculativeWeight": 40},
+                      "regret": 1234.56,
+                      "restarts": ["2026-12-01T08:00:00Z", "2026-12-01T09:00:00Z"]},
+    }  # fmt: skip
+    obj = body(kimi_doc, status=status)
+    obj["spec"]["strategy"] = "Restart"
+    text = view.explain_text(view.explain_data(view.load(obj)))
+    assert "waiting: w=40 since 2026-12-01T10:06:00Z" in text
+    assert "regret 1234.6 tokens" in text and "restarts in 24 h: 2 of 6" in text
