@@ -61,7 +61,7 @@ class Prometheus:
                 batch = pool.running / len(ready)
                 replica = next(r for r in ready if r.mode is not EngineMode.BASELINE)
                 steps = float(active_steps(pool.profile, replica.mode, replica.adaptive, batch))
-                accept = pool.profile.accept_length if steps > 0 else 1.0
+                accept = pool.profile.accept_at(now) if steps > 0 else 1.0
             self.series[role].append(Scrape(now, pool.running, pool.queued, pool.stats.served_tokens, steps, accept))
 
     def _values(self, now: float) -> dict[Signal, dict[PoolKey, float]]:

@@ -29,6 +29,7 @@ class Summary:
     restarts_into_baseline: int
     restart_downtime_seconds: float  # replica-seconds serving nothing while restarting
     gain_captured: float | None = None  # (this - best static) / (optimum - best static), on goodput
+    latency_gain_captured: float | None = None  # open loop: the same on mean TPOT (lower is better)
 
     def row(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -59,6 +60,14 @@ def summarise(run: Run, role: str) -> Summary:
         restarts_into_baseline=run.restarts_into_baseline,
         restart_downtime_seconds=sum(s.down_replica_seconds for s in stats),
     )
+
+
+def bound_summary(name: str, goodput: float, served: float, tpot_mean: float | None) -> Summary:
+    """The optimum's row: a bound, not a run (no latency percentiles, switches or requests)."""
+    return Summary(name=name, role="optimum", output_tokens=served, goodput_tokens=goodput, requests_completed=0.0,
+                   requests_arrived=0.0, ttft_mean=None, ttft_p50=None, ttft_p99=None, tpot_mean=tpot_mean,
+                   tpot_p50=None, tpot_p99=None, switches=0, weight_changes=0, restarts_into_speculative=0,
+                   restarts_into_baseline=0, restart_downtime_seconds=0.0)  # fmt: skip
 
 
 MIN_GAP = 1e-6  # relative: an optimum this close to the best static leaves no gain to capture
