@@ -41,6 +41,7 @@ from specserve.emulator.profile import Profile
 from specserve.simulate.rates import Array, Floor, Rate, batch_for, knots
 from specserve.simulate.setup import Load, Setup
 
+LATENCY_WINDOW = 600.0  # seconds: the open-loop latency reference averages arrivals over this (see below)
 SCALE_GRID = 1e-3  # drifting curves: the scale is memoised on this grid (rounded in the bound's favour)
 
 
@@ -304,16 +305,17 @@ def upper_bound(setup: Setup, load: Load) -> Bound:
 
 
 def running_for(setup: Setup, curves: Curves, demand: float, scale: float) -> float:
-    """The fewest requests running at which the pools serve `demand` tokens/s in steady state, over every split
-    (TrafficSplit) or mode, best per batch (Restart with free restarts, Adaptive); inf beyond the capacity. The
-    token-weighted time per output token is running / demand (Little)."""
-    spec, base = curves.spec(scale), curves.base
+    """The fewest requests running at which the pools serve `demand` tokens/s on average, over every split
+    (TrafficSplit) or mode, best per batch (Restart with free restarts, Adaptive), time-sharing included (the
+    curves' concave hulls); inf beyond the capacity. The token-weighted time per output token is
+    running / demand (Little)."""
     if demand <= 0:
         return 0.0
     if setup.strategy is not Strategy.TRAFFIC_SPLIT:
         r = setup.speculative_replicas
-        per = np.asarray([demand / r]) if r else np.asarray([np.inf])
-        return float(r * min(batch_for(spec, per)[0], batch_for(base, per)[0])) if r else math.inf
+        either = curves.spec(scale).hull(curves.base)
+        return float(r * batch_for(either, np.asarray([demand / r]))[0]) if r else math.inf
+    spec, base = curves.spec(scale).hull(), curves.base.hull()
     rs, rb = setup.speculative_replicas, setup.baseline_replicas
     cand = [0.0, demand]
     cand += [float(rs * y) for y in spec.ys if rs * y <= demand]
@@ -325,15 +327,17 @@ def running_for(setup: Setup, curves: Curves, demand: float, scale: float) -> fl
 
 
 def latency_reference(setup: Setup, load: Load) -> float | None:
-    """Open loop: the token-weighted mean time per output token of serving each evaluation interval's arriving
-    tokens/s in the best steady state (running_for). By Jensen (the running count is convex in the tokens/s
-    served for concave curves) no schedule that serves each interval's tokens within it does better; a queue
-    carrying tokens across intervals can shift them slightly, which is why it is a reference the tests check
-    every policy against, not a proof. None for a closed loop or when an interval is beyond the capacity."""
+    """Open loop: the token-weighted mean time per output token of serving each window's arriving tokens/s at
+    the best average (running_for), windows of LATENCY_WINDOW. By Jensen (the running count against the
+    tokens/s served is convex on the hulls) no schedule that serves each window's tokens within it does better.
+    A request's tokens are served over its lifetime, not when it arrives, so short windows would be wrong the
+    other way (one long request makes a window look busy); over 10 min the tokens carried across a window's
+    edge are a small part, which is why this is a reference the tests check every policy against, not a proof.
+    None for a closed loop or when a window is beyond the capacity."""
     if load.closed_loop:
         return None
     curves = Curves(setup.profile)
-    every = max(1, round(setup.evaluation_seconds / load.dt))
+    every = max(1, round(max(setup.evaluation_seconds, LATENCY_WINDOW) / load.dt))
     running_time = tokens = 0.0
     for start in range(0, load.steps, every):
         end = min(load.steps, start + every)

@@ -85,6 +85,7 @@ class Stats:
     down_replica_seconds: float = 0.0
     ttft: Histogram = field(default_factory=Histogram)  # seconds, weighted by requests admitted
     tpot: Histogram = field(default_factory=Histogram)  # seconds per token, weighted by requests completed
+    tpot_token_seconds: float = 0.0  # sum over served tokens of their replicas' time per output token
 
 
 @dataclass
@@ -241,6 +242,7 @@ class Pool:
         self.n_good -= done_good
         self.n_late -= done_late
         self.stats.served_tokens += share_good + share_late
+        self.stats.tpot_token_seconds += (tpot_weighted / total_tps) * (share_good + share_late)
         self.stats.completed += done_good + done_late
         if done_good + done_late > 0:
             self.stats.tpot.add(tpot_weighted / total_tps, done_good + done_late)

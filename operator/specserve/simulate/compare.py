@@ -95,10 +95,11 @@ def run_all(items: Sequence[Entry], load: Load, jobs: int) -> list[tuple[Run, Su
 
 
 def rank_key(s: Summary, top_goodput: float) -> tuple[float, float, float]:
-    """Lexicographic: goodput (within GOODPUT_TIE of the best counts as equal), then mean TPOT, then p99 TTFT."""
+    """Lexicographic: goodput (within GOODPUT_TIE of the best counts as equal), then mean TPOT (per output token),
+    then p99 TTFT."""
     tied = s.goodput_tokens >= top_goodput * (1 - GOODPUT_TIE)
     inf = float("inf")
-    return (0.0 if tied else -s.goodput_tokens, s.tpot_mean if s.tpot_mean is not None else inf,
+    return (0.0 if tied else -s.goodput_tokens, s.tpot_token_mean if s.tpot_token_mean is not None else inf,
             s.ttft_p99 if s.ttft_p99 is not None else inf)  # fmt: skip
 
 
@@ -121,25 +122,28 @@ def compare(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, j
     for s in summaries:
         if s.goodput_tokens > b.goodput_tokens * (1 + 1e-9) + 1e-6:
             notes.append(f"BUG: {s.name} beats the upper bound ({s.goodput_tokens:.0f} > {b.goodput_tokens:.0f})")
-    summaries = [replace(s, gain_captured=gain(s.goodput_tokens, best.goodput_tokens, b.goodput_tokens))
-                 for s in summaries]  # fmt: skip
-    bound = replace(bound, gain_captured=gain(b.goodput_tokens, best.goodput_tokens, b.goodput_tokens))
-    static_tpot = best.tpot_mean
+    if b.goodput_tokens - best.goodput_tokens > GOODPUT_TIE * b.goodput_tokens:
+        summaries = [replace(s, gain_captured=gain(s.goodput_tokens, best.goodput_tokens, b.goodput_tokens))
+                     for s in summaries]  # fmt: skip
+        bound = replace(bound, gain_captured=1.0)
+    else:
+        notes.append("goodput: the best static policy is within 0.01% of the bound: no goodput gain to capture")
+    static_tpot = best.tpot_token_mean
     if not load.closed_loop and reference is not None and static_tpot is not None:
         ref = reference
 
         # latency: lower is better, so the gain runs the other way; only for policies that lose no goodput
         def latency(s: Summary) -> float | None:
-            if s.tpot_mean is None or s.goodput_tokens < best.goodput_tokens * (1 - GOODPUT_TIE):
+            if s.tpot_token_mean is None or s.goodput_tokens < best.goodput_tokens * (1 - GOODPUT_TIE):
                 return None
-            return gain(-s.tpot_mean, -static_tpot, -ref)
+            return gain(-s.tpot_token_mean, -static_tpot, -ref)
 
         summaries = [replace(s, latency_gain_captured=latency(s)) for s in summaries]
         bound = replace(bound, latency_gain_captured=gain(-ref, -static_tpot, -ref))
         for s in summaries:
-            if s.tpot_mean is not None and s.tpot_mean < reference * (1 - 1e-6):
+            if s.tpot_token_mean is not None and s.tpot_token_mean < reference * (1 - 1e-6):
                 notes.append(
-                    f"{s.name} beats the latency reference ({s.tpot_mean * 1e3:.2f} ms < {reference * 1e3:.2f} ms): "
-                    "the reference is a steady state, see docs/simulate.md"
+                    f"{s.name} beats the latency reference ({s.tpot_token_mean * 1e3:.2f} ms < "
+                    f"{reference * 1e3:.2f} ms): the reference is a steady state, see docs/simulate.md"
                 )
     return Comparison(setup, summaries, runs, best.name, notes, bound)

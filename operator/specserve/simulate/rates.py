@@ -62,6 +62,26 @@ class Rate:
             return r
         return np.where(batch <= tpot * r * (1 + SLO_TOLERANCE), r, 0.0)
 
+    def hull(self, *others: Rate) -> Rate:
+        """The least concave function above this rate and `others` (their pointwise best): the upper hull of all
+        their knots. Time-sharing between batches (or modes) serves at most this on average."""
+        points = sorted({(float(x), float(y)) for r in (self, *others) for x, y in zip(r.xs, r.ys, strict=True)})
+        hull: list[tuple[float, float]] = []
+        for x, y in points:
+            while hull and hull[-1][0] == x:  # same batch: keep the best
+                if hull[-1][1] >= y:
+                    break
+                hull.pop()
+            else:
+                while len(hull) >= 2:
+                    (x0, y0), (x1, y1) = hull[-2], hull[-1]
+                    if (y1 - y0) * (x - x0) <= (y - y0) * (x1 - x0):  # the middle point is under the chord
+                        hull.pop()
+                    else:
+                        break
+                hull.append((x, y))
+        return Rate(np.asarray([x for x, _ in hull]), np.asarray([y for _, y in hull]))
+
     def floor(self) -> Floor:
         mono = np.minimum.accumulate(self.ys[::-1])[::-1]  # right-running minimum at the knots: <= r, non-decreasing
         slopes = np.diff(mono) / np.diff(self.xs)

@@ -19,6 +19,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("goodput Mtok", "goodput_tokens"),
     ("TTFT mean/p50/p99 s", "ttft"),
     ("TPOT mean/p50/p99 ms", "tpot"),
+    ("TPOT/token ms", "tpot_token_mean"),
     ("switches", "switches"),
     ("restart down s", "restart_downtime_seconds"),
     ("gain captured", "gain_captured"),
@@ -32,7 +33,7 @@ def _num(v: float | None, scale: float = 1.0, digits: int = 2) -> str:
 
 def cells(s: Summary) -> list[str]:
     restarts = s.restarts_into_speculative + s.restarts_into_baseline
-    switches = str(s.switches)
+    switches = "-" if s.role == "optimum" else str(s.switches)
     if s.weight_changes:
         switches += f" ({s.weight_changes} weight moves)"
     elif restarts:
@@ -43,6 +44,7 @@ def cells(s: Summary) -> list[str]:
         _num(s.goodput_tokens, 1e-6),
         f"{_num(s.ttft_mean)}/{_num(s.ttft_p50)}/{_num(s.ttft_p99)}",
         f"{_num(s.tpot_mean, 1e3, 1)}/{_num(s.tpot_p50, 1e3, 1)}/{_num(s.tpot_p99, 1e3, 1)}",
+        _num(s.tpot_token_mean, 1e3, 2),
         switches,
         _num(s.restart_downtime_seconds, 1.0, 0),
         "-" if s.gain_captured is None else f"{s.gain_captured * 100:.1f}%",
