@@ -122,9 +122,12 @@ class Prometheus:
         return out
 
     def results(self, now: float, offset: float = 0.0) -> list[QueryResult]:
-        """What the grouped queries return at `now` with `offset <offset>s`: the values as of `now - offset`."""
-        values = self._values(now - offset)
-        return [QueryResult(query, values.get(signal, {}), time=now) for signal, query in self.queries.items()]
+        """What the grouped queries return at `now` with `offset <offset>s`: the values as of `now - offset`, stamped
+        with that time, so the reader judges their freshness as it would have then (a series that was fresh a day
+        ago is not stale for being a day old)."""
+        then = now - offset
+        values = self._values(then)
+        return [QueryResult(query, values.get(signal, {}), time=then) for signal, query in self.queries.items()]
 
     def sample(self, now: float, speculative_roles: dict[str, bool], offset: float = 0.0) -> Sample:
         """The Sample the operator would read at `now` (with `offset`: the one it read at `now - offset`, from the
