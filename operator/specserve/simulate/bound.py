@@ -7,8 +7,8 @@ Why it is a bound (the simulation's accounting, cluster.py):
    nothing), and never more than dt x what its replicas serve. So with n_p requests in flight on pool p,
    good_k <= dt x sum_p R_p ok_p(min(n_p / R_p, cap)).
 2. Take the best over everything a policy controls at that step, with perfect knowledge and free weight moves:
-   - TrafficSplit: any allocation n_s + n_b <= N of the N requests in flight to the two pools (a superset of
-     what any weights produce: the "<=" keeps the bound monotone in N).
+   - TrafficSplit: any allocation n_s + n_b = N of the N requests in flight to the two pools (a superset of
+     what any weights produce), every N the bounds of point 3 allow.
    - Restart: dynamic programming over the pool's state per step: all speculative, all baseline, or a roll (one
      replica at a time down for the start-up time, the mixed pool at one batch), no switch during a roll; each
      step worth the best of (1) for its state. Every schedule a policy can produce is one of its paths.
@@ -16,14 +16,15 @@ Why it is a bound (the simulation's accounting, cluster.py):
      re-render's roll) at the better of the speculative and baseline curves meeting the SLO.
    TTFT is ignored (a relaxation: it can only raise the bound).
 3. N, the requests in flight, is itself bounded for any policy:
-   - closed loop: after the arrivals of step k, N_k = max(C_k, N'_{k-1}) (clients top up to C_k), and a step
+   - closed loop: after the arrivals of step k, N_k = max(C_k, N'_{k-1}) (clients top up to C_k, so
+     N_k >= C_k: there is no admission control to hold requests back), and a step
      serves at least floor(N) tokens (the least any configuration serves: every replica's rate is above a
      concave non-decreasing floor, so the least over allocations is at an end), completing served / L requests
      (output lengths are memoryless, so remaining tokens per request stay L). Hence
      U_k = max(C_k, U_{k-1} - floor(U_{k-1}) dt / L) >= N_k by induction, as N -> N - floor(N) dt / L is
      non-decreasing when the floor's steepest slope x dt / L <= 1 (checked; otherwise no drain is credited).
    - open loop: tokens served by step k never exceed the tokens arrived by then, and good tokens grow by at most
-     the best step's good rate: Q_k = min(Q_{k-1} + G_max dt, arrived_k).
+     the best step's good rate (any N): Q_k = min(Q_{k-1} + G_max dt, arrived_k).
 The drifting profiles scale the speculative curve per step (emulator.profile.Profile.speculative_scale); the
 scale is rounded up for the good rate and down for the floor, so rounding keeps the bound."""
 
@@ -73,20 +74,21 @@ class Curves:
         return hit
 
 
-def _best_batch(rates: list[tuple[float, Rate]], limit: float, tpot: float, single: bool = False) -> float:
-    """max over b <= limit of sum_i count_i ok_i(b) (single: max_i instead of the sum), exactly: at a knot or
-    an SLO crossing of one of the rates, or at the limit."""
-    if limit <= 0:
+def _best_batch(rates: list[tuple[float, Rate]], lo: float, hi: float, tpot: float, single: bool = False) -> float:
+    """max over lo <= b <= hi of sum_i count_i ok_i(b) (single: max_i instead of the sum), exactly: at a knot or
+    an SLO crossing of one of the rates, or at an end."""
+    if hi <= 0:
         return 0.0
     cand = knots([r for _, r in rates], tpot)
-    b = np.append(cand[cand <= limit], limit)
+    b = np.concatenate([cand[(cand >= lo) & (cand <= hi)], [lo, hi]])
     values = [c * r.ok(b, tpot) for c, r in rates]
     total = np.maximum.reduce(values) if single else np.add.reduce(values)
     return float(np.max(total))
 
 
 def _pool(rate: Rate, replicas: int, cap: float, tpot: float) -> tuple[Array, Array, Callable[[Array], Array]]:
-    """A pool's good tokens/s against requests on it: its breakpoints (in requests) and values there."""
+    """A pool's good tokens/s against requests on it (beyond replicas x cap they queue): its breakpoints (in
+    requests), its values there, and the function."""
 
     def value(n: Array) -> Array:
         return replicas * rate.ok(np.minimum(n / replicas, cap), tpot)
@@ -96,25 +98,27 @@ def _pool(rate: Rate, replicas: int, cap: float, tpot: float) -> tuple[Array, Ar
     return bp, value(bp), value
 
 
-def split_rate(spec: Rate, base: Rate, setup: Setup, n: float, tpot: float) -> float:
-    """TrafficSplit: max over n_s + n_b <= n of the two pools' good tokens/s. An optimum has n_s at a breakpoint
-    of the speculative pool or n_s + n_b = n, and likewise n_b: every such pair is tried."""
+def split_rate(spec: Rate, base: Rate, setup: Setup, lo: float, hi: float, tpot: float) -> float:
+    """TrafficSplit: max over n_s + n_b = N, lo <= N <= hi, of the two pools' good tokens/s. At an optimum n_s is
+    a breakpoint of the speculative pool or the sum is at an end, and likewise n_b: every such pair is tried."""
     cap = float(setup.profile.max_running_requests)
     if setup.speculative_replicas < 1 or setup.baseline_replicas < 1:
         only = spec if setup.speculative_replicas >= 1 else base
-        replicas = max(setup.speculative_replicas, setup.baseline_replicas)
-        return replicas * _best_batch([(1.0, only)], min(n / max(replicas, 1), cap), tpot) if replicas else 0.0
+        r = max(setup.speculative_replicas, setup.baseline_replicas)
+        return r * _best_batch([(1.0, only)], min(lo / r, cap), min(hi / r, cap), tpot) if r else 0.0
     bp_a, va, fa = _pool(spec, setup.speculative_replicas, cap, tpot)
     bp_b, vb, fb = _pool(base, setup.baseline_replicas, cap, tpot)
-    prefix_b = np.maximum.accumulate(vb)  # best of B over its breakpoints up to each
-    xs = bp_a[bp_a <= n]
-    rest = n - xs
-    idx = np.searchsorted(bp_b, rest, side="right") - 1
-    best_b = np.maximum(fb(rest), np.where(idx >= 0, prefix_b[np.maximum(idx, 0)], 0.0))
-    first = float(np.max(va[: xs.size] + best_b)) if xs.size else 0.0
-    ys = bp_b[bp_b <= n]
-    second = float(np.max(vb[: ys.size] + fa(n - ys))) if ys.size else 0.0
-    return max(first, second)
+    total = bp_a[:, None] + bp_b[None, :]
+    inside = (total >= lo) & (total <= hi)
+    best = float(np.max((va[:, None] + vb[None, :])[inside])) if inside.any() else 0.0
+    for end in (lo, hi):
+        y = end - bp_a
+        if (y >= 0).any():
+            best = max(best, float(np.max((va + fb(np.maximum(y, 0.0)))[y >= 0])))
+        x = end - bp_b
+        if (x >= 0).any():
+            best = max(best, float(np.max((vb + fa(np.maximum(x, 0.0)))[x >= 0])))
+    return best
 
 
 class Bounder:
@@ -132,34 +136,36 @@ class Bounder:
             hit = self._memo[key] = compute()
         return hit
 
-    def split(self, n: float, scale: float, tpot: float) -> float:
-        s = self.curves.spec(scale)
-        return self._cached(("split", n, scale, tpot), lambda: split_rate(s, self.curves.base, self.setup, n, tpot))
+    def split(self, lo: float, hi: float, scale: float, tpot: float) -> float:
+        """TrafficSplit with lo to hi requests in flight."""
+        s, b = self.curves.spec(scale), self.curves.base
+        return self._cached(("split", lo, hi, scale, tpot), lambda: split_rate(s, b, self.setup, lo, hi, tpot))
 
-    def engine(self, n: float, scale: float, tpot: float, spec: int, base: int, down: int = 0) -> float:
-        """One pool: `spec` and `base` Ready replicas at one batch (`down` more restarting)."""
+    def engine(self, lo: float, hi: float, scale: float, tpot: float, spec: int, base: int) -> float:
+        """One pool: `spec` and `base` Ready replicas at one batch, lo to hi requests in flight."""
         ready = spec + base
         if ready < 1:
             return 0.0
         cap = self.curves.cap
         rates = [(float(spec), self.curves.spec(scale)), (float(base), self.curves.base)]
         rates = [(c, r) for c, r in rates if c > 0]
-        key = ("engine", n, scale, tpot, spec, base)
-        return self._cached(key, lambda: _best_batch(rates, min(n / ready, cap), tpot))
+        key = ("engine", lo, hi, scale, tpot, spec, base)
+        return self._cached(key, lambda: _best_batch(rates, min(lo / ready, cap), min(hi / ready, cap), tpot))
 
-    def any_steps(self, n: float, scale: float, tpot: float) -> float:
+    def any_steps(self, lo: float, hi: float, scale: float, tpot: float) -> float:
         """Adaptive: every Ready replica at the better curve for its batch, all or all but one Ready."""
         replicas = self.setup.speculative_replicas
         cap = self.curves.cap
         rates = [(1.0, self.curves.spec(scale)), (1.0, self.curves.base)]
 
         def best() -> float:
+            ready = [r for r in (replicas, replicas - 1) if r > 0]
             return max(
-                (r * _best_batch(rates, min(n / r, cap), tpot, single=True) for r in (replicas, replicas - 1) if r),
+                (r * _best_batch(rates, min(lo / r, cap), min(hi / r, cap), tpot, single=True) for r in ready),
                 default=0.0,
             )
 
-        return self._cached(("any", n, scale, tpot), best)
+        return self._cached(("any", lo, hi, scale, tpot), best)
 
     def floor(self, scale: float) -> Callable[[float], float]:
         """The least tokens/s any configuration serves with n in flight (clamped at 0 by the caller)."""
@@ -272,12 +278,12 @@ def upper_bound(setup: Setup, load: Load) -> Bound:
     strategy = setup.strategy
     replicas = setup.speculative_replicas
 
-    def step_rate(k: int, n: float, tpot: float, spec: int | None = None, base: int = 0) -> float:
+    def step_rate(k: int, lo: float, hi: float, tpot: float, spec: int | None = None, base: int = 0) -> float:
         if strategy is Strategy.TRAFFIC_SPLIT:
-            return bounder.split(n, up[k], tpot)
+            return bounder.split(lo, hi, up[k], tpot)
         if strategy is Strategy.ADAPTIVE or spec is None:
-            return bounder.any_steps(n, up[k], tpot)
-        return bounder.engine(n, up[k], tpot, spec, base)
+            return bounder.any_steps(lo, hi, up[k], tpot)
+        return bounder.engine(lo, hi, up[k], tpot, spec, base)
 
     if not load.closed_loop:
         top = float(replicas + setup.baseline_replicas) * bounder.curves.cap
@@ -286,21 +292,22 @@ def upper_bound(setup: Setup, load: Load) -> Bound:
             q, arrived = 0.0, 0.0
             for k in range(load.steps):
                 arrived += load.tokens[k]
-                q = min(q + step_rate(k, top, tpot) * dt, arrived)
+                q = min(q + step_rate(k, 0.0, top, tpot) * dt, arrived)
             totals.append(q)
         return Bound(totals[0], totals[1], notes)
     u = in_flight_bound(bounder, load, notes)
+    conc = load.concurrency  # and at least the clients: each has a request in flight
     totals = []
     for tpot in (setup.slo.tpot, math.inf):
         if strategy is Strategy.RESTART:
             roll_steps = math.ceil(setup.profile.startup_seconds / dt - 1e-9)
 
             def rate(k: int, spec: int, base: int, tpot: float = tpot) -> float:
-                return step_rate(k, u[k], tpot, spec, base)
+                return step_rate(k, conc[k], u[k], tpot, spec, base)
 
             totals.append(restart_dp(rate, load.steps, replicas, roll_steps) * dt)
         else:
-            totals.append(sum(step_rate(k, u[k], tpot) for k in range(load.steps)) * dt)
+            totals.append(sum(step_rate(k, conc[k], u[k], tpot) for k in range(load.steps)) * dt)
     return Bound(totals[0], totals[1], notes)
 
 
