@@ -182,3 +182,17 @@ def test_accept_schedule_is_checked() -> None:
         parse_profile(doc, "p.json")
     with pytest.raises(ProfileError, match="accept_schedule"):
         parse_profile({**doc, "accept_schedule": [[25, 2.0]]}, "p.json")
+
+
+def test_a_registered_policy_gets_its_own_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The seam for policies on learned curves: anything in POLICIES is simulated beside SpecServe's.
+    from specserve.simulate import compare as module  # noqa: PLC0415
+
+    monkeypatch.setitem(module.POLICIES, "learned", lambda s, knobs, curves: Static("learned (test)", Mode.BASELINE))
+    obj = with_strategy(parse_object(DEFAULT_SPEC), Strategy.RESTART)
+    scen = scenario(obj, load_profile("illustrative-crossover-8b-drift"), Slo(5.0, 0.1))
+    c = compare(scen.setup, closed([(600, 20.0)]), scen.knobs, scen.curves)
+    row = next(s for s in c.rows() if s.role == "learned")
+    assert c.bound is not None
+    assert row.name == "learned (test)" and 0 < row.goodput_tokens <= c.bound.goodput_tokens
+    assert any("drifts with the accept length (2 to 3.2" in n for n in scen.notes)
