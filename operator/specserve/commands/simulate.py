@@ -1,5 +1,6 @@
 """`specserve simulate`: replay a trace through simulated pools under the SpecServe policy, the static and naive
-policies and the offline optimum, and report how much of the optimum's gain the policy captures (docs/simulate.md)."""
+policies and a replayed offline plan, and report how much of the gain up to an upper bound on any policy (the
+optimum) each captures (docs/simulate.md)."""
 
 from __future__ import annotations
 
