@@ -41,7 +41,7 @@ def split() -> Comparison:
 
 
 def by_role(c: Comparison, role: str) -> Summary:
-    return next(s for s in c.summaries if s.role == role)
+    return next(s for s in c.rows() if s.role == role)
 
 
 def share(c: Comparison, role: str, t: float) -> float:
@@ -85,7 +85,7 @@ def test_optimum_is_best_and_gain_is_relative_to_it(restart: Comparison, split: 
     for c in (restart, split):
         optimum = by_role(c, "optimum")
         assert optimum.gain_captured == pytest.approx(1.0)
-        assert optimum.goodput_tokens >= max(s.goodput_tokens for s in c.summaries) * 0.995
+        assert optimum.goodput_tokens >= max(s.goodput_tokens for s in c.summaries)  # a bound: never beaten
         best = max((s for s in c.summaries if s.role in ("speculative", "baseline", "fixed")),
                    key=lambda s: s.goodput_tokens)  # fmt: skip
         assert best.gain_captured == pytest.approx(0.0)
@@ -101,9 +101,11 @@ def test_cli_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = tmp_path / "sim"
     code = main(["simulate", "--trace", "step", "--strategy", "Restart", "--jobs", "1", "--out", str(out)])
     text = capsys.readouterr().out
-    assert code == 0 and "SpecServe Restart" in text and "offline optimum" in text
+    assert code == 0 and "SpecServe Restart" in text
+    assert "optimum (upper bound)" in text and "offline plan (replayed)" in text
     doc = json.loads((out / "result.json").read_text())
-    assert doc["strategy"] == "Restart" and {p["role"] for p in doc["policies"]} >= {"specserve", "optimum", "naive"}
+    roles = {p["role"] for p in doc["policies"]}
+    assert doc["strategy"] == "Restart" and roles >= {"specserve", "optimum", "plan", "naive"}
     assert (out / "result.csv").read_text().startswith("name,role,output_tokens")
     assert (out / "timeline.png").stat().st_size > 0 and (out / "gain.png").stat().st_size > 0
 

@@ -1,5 +1,6 @@
 """`specserve simulate`: replay a trace through simulated pools under the SpecServe policy, the static and naive
-policies and the offline optimum, and report how much of the optimum's gain the policy captures (docs/simulate.md)."""
+policies and a replayed offline plan, and report how much of the gain up to an upper bound on any policy (the
+optimum) each captures (docs/simulate.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ from specserve.api.models import SpecServe, Strategy
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.emulator.profile import Profile, ProfileError, load_profile, profile_from_bench, shipped_profiles
 from specserve.simulate.cluster import Slo
-from specserve.simulate.compare import compare
-from specserve.simulate.report import csv_text, document, print_table, write_json, write_plots
 from specserve.simulate.scenario import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, DEFAULT_SPEC, scenario, with_strategy
 from specserve.simulate.setup import bin_trace
 from specserve.simulate.synthetic import SHIPPED, shipped_trace
@@ -128,6 +127,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         if isinstance(exc, ProfileError) and not args.from_bench:
             print(f"{PROG}: shipped profiles: {', '.join(shipped_profiles())}", file=sys.stderr)
+        return 2
+    try:
+        from specserve.simulate.compare import compare  # noqa: PLC0415 (the bound needs numpy: the bench extra)
+        from specserve.simulate.report import csv_text, document, print_table, write_json, write_plots  # noqa: PLC0415
+    except ImportError as exc:
+        print(f"{PROG}: needs {exc.name or 'numpy'}: pip install 'specserve[bench]'", file=sys.stderr)
         return 2
     slo = Slo(args.slo_ttft, args.slo_tpot)
     scen = scenario(obj, profile, slo, args.step, policy_slo=not args.no_policy_slo)

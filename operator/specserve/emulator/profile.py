@@ -7,6 +7,7 @@ own file, or two `specserve bench` result files (their measured curves)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -33,6 +34,27 @@ class Profile:
     accept_length: float = 2.0
     num_steps: int = 3
     adaptive_off_efficiency: float = 0.95
+    # A drifting speculative curve (the prompt mix changes through the day): (hour of day, accept length) points,
+    # linear between them and periodic over 24 h. Empty: the accept length holds at `accept_length`.
+    accept_schedule: tuple[tuple[float, float], ...] = ()
+
+    def accept_at(self, seconds: float) -> float:
+        """The accept length at `seconds` from the start (the start is midnight)."""
+        if not self.accept_schedule:
+            return self.accept_length
+        hours = [h for h, _ in self.accept_schedule]
+        values = [a for _, a in self.accept_schedule]
+        # periodic: wrap the first point to 24 h and the last to before 0 h
+        hours = [hours[-1] - 24.0, *hours, hours[0] + 24.0]
+        values = [values[-1], *values, values[0]]
+        return interpolate(hours, values, (seconds / 3600.0) % 24.0)
+
+    def speculative_scale(self, seconds: float) -> float:
+        """The speculative curve's factor at `seconds`: tokens/s scale with the accept length (each verify step
+        emits accept-length tokens at the same step cost), so the curve is measured at `accept_length`."""
+        if not self.accept_schedule:
+            return 1.0
+        return self.accept_at(seconds) / self.accept_length
 
 
 def shipped_profiles() -> list[str]:
@@ -145,4 +167,16 @@ def parse_profile(doc: Any, where: str) -> Profile:
         accept_length=_number(doc, "accept_length", 2.0, where, 1.0),
         num_steps=int(_number(doc, "num_steps", 3, where, 1)),
         adaptive_off_efficiency=_number(doc, "adaptive_off_efficiency", 0.95, where),
+        accept_schedule=_schedule(doc.get("accept_schedule"), where),
     )
+
+
+def _schedule(raw: Any, where: str) -> tuple[tuple[float, float], ...]:
+    if raw is None:
+        return ()
+    points = _points(raw, f"{where} accept_schedule")
+    if not points or any(not 0.0 <= h < 24.0 or a < 1.0 for h, a in points):
+        raise ProfileError(f"{where}: accept_schedule must be [hour in [0, 24), accept length >= 1] pairs")
+    if any(h1 <= h0 for (h0, _), (h1, _) in itertools.pairwise(points)):
+        raise ProfileError(f"{where}: accept_schedule hours must increase")
+    return tuple(points)

@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from specserve.emulator.engine import Mode as EngineMode
-from specserve.emulator.engine import throughput
+from specserve.emulator.engine import active_steps, throughput
 from specserve.emulator.profile import Profile
 from specserve.simulate.histogram import Histogram
 
@@ -34,16 +33,26 @@ AdaptiveTable = dict[int, list[int]]
 def serving_function(profile: Profile, mode: EngineMode, adaptive: AdaptiveTable | None) -> Callable[[float], float]:
     """Per-replica tokens/s against its (fluid, fractional) batch. Below one running request the replica is idle
     part of the time, so it serves T(1) x batch: each request still gets the single-stream rate, never more."""
-    if mode is EngineMode.SPECULATIVE:
-        curve: Callable[[float], float] = profile.speculative.at
-    elif mode is EngineMode.BASELINE:
-        curve = profile.baseline.at
-    else:
-        curve = partial(throughput, profile, mode, adaptive)
-    single = curve(1.0)
+    scaled = scaled_serving_function(profile, mode, adaptive)
+    return lambda batch: scaled(batch, 1.0)
 
-    def rate(batch: float) -> float:
-        return curve(batch) if batch >= 1.0 else single * batch
+
+def scaled_serving_function(profile: Profile, mode: EngineMode, adaptive: AdaptiveTable | None
+                            ) -> Callable[[float, float], float]:  # fmt: skip
+    """serving_function with the speculative curve times a scale (a drifting profile: Profile.speculative_scale);
+    steps without drafting (baseline, Adaptive's off batches) are not scaled."""
+    if mode is EngineMode.BASELINE:
+        base = profile.baseline.at
+        single = base(1.0)
+        return lambda batch, _scale: base(batch) if batch >= 1.0 else single * batch
+
+    def drafting(batch: float) -> bool:
+        return mode is EngineMode.SPECULATIVE or active_steps(profile, mode, adaptive, batch) > 0
+
+    def rate(batch: float, scale: float) -> float:
+        b = max(batch, 1.0)
+        tps = throughput(profile, mode, adaptive, b) * (scale if drafting(b) else 1.0)
+        return tps if batch >= 1.0 else tps * batch
 
     return rate
 
@@ -76,6 +85,7 @@ class Stats:
     down_replica_seconds: float = 0.0
     ttft: Histogram = field(default_factory=Histogram)  # seconds, weighted by requests admitted
     tpot: Histogram = field(default_factory=Histogram)  # seconds per token, weighted by requests completed
+    tpot_token_seconds: float = 0.0  # sum over served tokens of their replicas' time per output token
 
 
 @dataclass
@@ -103,7 +113,7 @@ class Pool:
         self.stats = Stats()
         self.last_tps = 0.0  # tokens/s served in the last step
         self.roll: deque[tuple[int, EngineMode, AdaptiveTable | None]] = deque()  # replicas still to restart
-        self._serving_cache: tuple[int, list[tuple[int, Callable[[float], float]]]] | None = None
+        self._serving_cache: tuple[int, list[tuple[int, Callable[[float, float], float]]]] | None = None
         self._serving_until = 0.0
 
     # ------------------------------------------------------------------ views
@@ -152,7 +162,7 @@ class Pool:
             self._serving_cache = None
 
     # ------------------------------------------------------------------ one step
-    def _serving(self, now: float) -> tuple[int, list[tuple[int, Callable[[float], float]]]]:
+    def _serving(self, now: float) -> tuple[int, list[tuple[int, Callable[[float, float], float]]]]:
         """(Ready replicas, [(count, per-replica tokens/s at a batch)] per mode and config); cached until the
         next replica comes up or a roll moves."""
         if now < self._serving_until and self._serving_cache is not None:
@@ -164,7 +174,7 @@ class Pool:
             if key in groups:
                 groups[key][0] += 1
             else:
-                groups[key] = [1, serving_function(self.profile, r.mode, r.adaptive)]
+                groups[key] = [1, scaled_serving_function(self.profile, r.mode, r.adaptive)]
         later = [r.down_until for r in self.replicas if r.down_until > now]
         self._serving_until = min(later) if later else float("inf")
         self._serving_cache = (len(ready), [(int(c), f) for c, f in groups.values()])
@@ -199,8 +209,9 @@ class Pool:
         total_tps = 0.0
         tpot_weighted = 0.0
         slo_tpot = self.slo.tpot
+        scale = self.profile.speculative_scale(now)
         for count, rate in groups:
-            tps = count * rate(batch)
+            tps = count * rate(batch, scale)
             if tps <= 0:
                 continue
             total_tps += tps
@@ -231,6 +242,7 @@ class Pool:
         self.n_good -= done_good
         self.n_late -= done_late
         self.stats.served_tokens += share_good + share_late
+        self.stats.tpot_token_seconds += (tpot_weighted / total_tps) * (share_good + share_late)
         self.stats.completed += done_good + done_late
         if done_good + done_late > 0:
             self.stats.tpot.add(tpot_weighted / total_tps, done_good + done_late)

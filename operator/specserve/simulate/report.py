@@ -19,9 +19,11 @@ COLUMNS: list[tuple[str, str]] = [
     ("goodput Mtok", "goodput_tokens"),
     ("TTFT mean/p50/p99 s", "ttft"),
     ("TPOT mean/p50/p99 ms", "tpot"),
+    ("TPOT/token ms", "tpot_token_mean"),
     ("switches", "switches"),
     ("restart down s", "restart_downtime_seconds"),
     ("gain captured", "gain_captured"),
+    ("latency gain", "latency_gain_captured"),
 ]
 
 
@@ -31,7 +33,7 @@ def _num(v: float | None, scale: float = 1.0, digits: int = 2) -> str:
 
 def cells(s: Summary) -> list[str]:
     restarts = s.restarts_into_speculative + s.restarts_into_baseline
-    switches = str(s.switches)
+    switches = "-" if s.role == "optimum" else str(s.switches)
     if s.weight_changes:
         switches += f" ({s.weight_changes} weight moves)"
     elif restarts:
@@ -42,14 +44,16 @@ def cells(s: Summary) -> list[str]:
         _num(s.goodput_tokens, 1e-6),
         f"{_num(s.ttft_mean)}/{_num(s.ttft_p50)}/{_num(s.ttft_p99)}",
         f"{_num(s.tpot_mean, 1e3, 1)}/{_num(s.tpot_p50, 1e3, 1)}/{_num(s.tpot_p99, 1e3, 1)}",
+        _num(s.tpot_token_mean, 1e3, 2),
         switches,
         _num(s.restart_downtime_seconds, 1.0, 0),
         "-" if s.gain_captured is None else f"{s.gain_captured * 100:.1f}%",
+        "-" if s.latency_gain_captured is None else f"{s.latency_gain_captured * 100:.1f}%",
     ]
 
 
 def plain_table(comparison: Comparison) -> str:
-    rows = [[h for h, _ in COLUMNS]] + [cells(s) for s in comparison.summaries]
+    rows = [[h for h, _ in COLUMNS]] + [cells(s) for s in comparison.rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -67,9 +71,9 @@ def print_table(comparison: Comparison, title: str) -> None:
     table = Table(title=title)
     for header, _ in COLUMNS:
         table.add_column(header, justify="left" if header == "policy" else "right")
-    for s in comparison.summaries:
+    for s in comparison.rows():
         table.add_row(*cells(s))
-    Console(width=160).print(table)  # wide enough for every column when piped too
+    Console(width=190).print(table)  # wide enough for every column when piped too
 
 
 def document(comparison: Comparison, context: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +81,7 @@ def document(comparison: Comparison, context: dict[str, Any]) -> dict[str, Any]:
         **context,
         "best_static": comparison.best_static,
         "notes": comparison.notes,
-        "policies": [s.row() for s in comparison.summaries],
+        "policies": [s.row() for s in comparison.rows()],
     }
 
 
@@ -87,10 +91,10 @@ def write_json(comparison: Comparison, context: dict[str, Any], path: Path) -> N
 
 def csv_text(comparison: Comparison) -> str:
     out = io.StringIO()
-    fields = list(comparison.summaries[0].row()) if comparison.summaries else []
+    fields = list(comparison.rows()[0].row()) if comparison.rows() else []
     writer = csv.DictWriter(out, fieldnames=fields)
     writer.writeheader()
-    for s in comparison.summaries:
+    for s in comparison.rows():
         writer.writerow({k: ("" if v is None else v) for k, v in s.row().items()})
     return out.getvalue()
 
@@ -123,10 +127,10 @@ def write_plots(comparison: Comparison, out: Path, title: str) -> list[Path]:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(8, 4))
-    names = [s.name for s in comparison.summaries]
-    gains = [(s.gain_captured or 0.0) * 100 for s in comparison.summaries]
+    names = [s.name for s in comparison.rows()]
+    gains = [(s.gain_captured or 0.0) * 100 for s in comparison.rows()]
     ax.bar(range(len(names)), gains, color=["tab:green" if s.role == "specserve" else "tab:gray"
-                                            for s in comparison.summaries])  # fmt: skip
+                                            for s in comparison.rows()])  # fmt: skip
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("gain captured (%)")
     ax.set_ylim(max(-100.0, min(gains, default=0.0) - 5), max(110.0, max(gains, default=0.0) + 5))  # far losers clip

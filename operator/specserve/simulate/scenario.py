@@ -72,6 +72,13 @@ def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy
             f"the policy optimises for the TPOT SLO {slo.tpot:g} s as if spec.switching.tpotSloSeconds were set "
             "(set it in your SpecServe for the same behaviour; --no-policy-slo simulates the spec as written)"
         )
+    if profile.accept_schedule:
+        low = min(a for _, a in profile.accept_schedule)
+        high = max(a for _, a in profile.accept_schedule)
+        notes.append(
+            f"{profile.name}: the speculative curve drifts with the accept length ({low:g} to {high:g} through the "
+            f"day); the policy keeps the curves it was given (measured at {profile.accept_length:g})"
+        )
     knobs = knobs_from_spec(obj, startup_seconds=profile.startup_seconds)
     curves = curves_from_spec(obj.spec.switching)
     cross = knobs.crossover if knobs.crossover is not None else (crossover(curves) if curves is not None else None)

@@ -5,7 +5,10 @@ They are shaped around a per-replica crossover of 64 (illustrative-crossover-8b'
 - diurnal: a closed-loop 24 h day, night ~10 clients, afternoon peak ~180, noise and three bursts.
 - step: closed loop, 30 min at 16, 60 min at 160, 30 min at 16.
 - oscillating: closed loop, 6 h swinging +-30% around 64 every 20 min, with noise.
-- diurnal-requests: an open-loop 24 h day of 100k requests (Poisson arrivals, lognormal output lengths)."""
+- diurnal-requests: an open-loop 24 h day of 100k requests (Poisson arrivals, lognormal output lengths).
+- week: a closed-loop week from Monday 00:00: weekdays like `diurnal` (each day its own noise and bursts, the
+  peak varying +-10%), the weekend lower (peak ~90) and later (peak at 16:00), for forecasts that look a day
+  and a week back."""
 
 from __future__ import annotations
 
@@ -75,11 +78,33 @@ def diurnal_requests(seed: int = 1, requests: int = 100_000, mean_output: float 
                  tokens_per_request=sum(outputs) / max(1, len(outputs)))  # fmt: skip
 
 
+WEEKEND = (5, 6)  # Saturday, Sunday (the week starts on a Monday)
+
+
+def week(seed: int = 1) -> Trace:
+    rng = random.Random(seed)
+    per_day = int(DAY / STEP)
+    values: list[float] = []
+    noise = 0.0
+    for day in range(7):
+        weekend = day in WEEKEND
+        peak, centre = (80.0, 16.0) if weekend else (170.0 * rng.uniform(0.9, 1.1), 15.5)
+        bursts = [] if weekend else [(rng.uniform(9, 21), rng.uniform(15, 30), rng.uniform(60, 120))]
+        for i in range(per_day):
+            hour = i * STEP / 3600.0
+            level = 10.0 + peak * (0.5 - 0.5 * math.cos(2 * math.pi * (hour - centre + 12.0) / 24.0)) ** 2
+            noise = 0.9 * noise + rng.gauss(0.0, 0.04)
+            burst = sum(height for start, length, height in bursts if start <= hour < start + length / 60.0)
+            values.append(level * (1.0 + noise) + burst)
+    return _closed("week", values)
+
+
 SHIPPED: dict[str, Callable[[int], Trace]] = {
     "diurnal": diurnal,
     "step": lambda _seed: step(),  # no randomness in it
     "oscillating": oscillating,
     "diurnal-requests": diurnal_requests,
+    "week": week,
 }
 
 
