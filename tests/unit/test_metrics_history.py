@@ -108,7 +108,14 @@ class HistoryProm(FakePrometheus):
 
     async def read(self, queries: Sequence[Query]) -> list[QueryResult]:
         if not any(q.signal in HISTORY_SIGNALS for q in queries):
-            return await super().read(queries)
+            loads = await super().read(queries)
+            for result in loads:  # Restart's one pool reports as `engine`
+                for n, d in self.demand.items():
+                    engine = {Signal.RUNNING: d, Signal.QUEUED: 0.0, Signal.FRESHNESS: self.now}.get(
+                        result.query.signal
+                    )
+                    result.values[PoolKey(NS, n, "engine")] = engine if engine is not None else 1.0
+            return loads
         self.history_reads.append(list(queries))
         out = []
         for q in queries:
