@@ -157,3 +157,11 @@ def test_on_a_daily_cycle_the_forecast_captures_more_of_the_gain_than_the_reacti
     reactive, forecast = served(demands, False), served(demands, True)
     assert forecast > reactive > static
     assert (forecast - static) / (reactive - static) > 1.03  # measured: 62.9% of the hindsight gain vs 59.9%
+
+
+def test_trust_is_earned_over_readings_not_over_a_gap_in_them() -> None:
+    """An operator down for five hours resumes: its first reading, however right, weighs two intervals."""
+    state = replace(start(1.0), last_evaluation=0.0)
+    v = decide(K, CURVES, state, sample(5 * 3600.0, QUIET, ready_base=None, history=STAYS))
+    assert v.state.forecast_error is not None and v.state.forecast_error > 0.99
+    assert trust(v.state.forecast_error) == 1.0

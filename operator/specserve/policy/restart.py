@@ -97,19 +97,25 @@ class Ahead:
 
 
 def ahead(
-    knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, now: float, cost: float,
-    history: History | None,
+    knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: tuple[float, float, float],
+    cost: float, history: History | None,
 ) -> Ahead:  # fmt: skip
     """Learning-augmented ski rental (policy.forecast): score the history's value for now against the demand read,
-    then set the threshold from the forecast over the horizon and the trust its recent error earns."""
+    then set the threshold from the forecast over the horizon and the trust its recent error earns. `sample`:
+    (demand, now, the regret after this reading)."""
+    demand, now, regret = sample
     n, current, target = knobs.speculative_replicas, state.mode, other(state.mode)
     predicted = forecast(history, demand)
-    dt = now - state.last_evaluation if state.last_evaluation is not None else 0.0
+    # trust is earned over readings, not over time spent not looking (an operator outage): gaps count as the
+    # regret's do, at most MAX_GAP_INTERVALS evaluation intervals
+    dt = 0.0
+    if state.last_evaluation is not None:
+        dt = min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * knobs.evaluation_interval)
     error = update_error(state.forecast_error, predicted.now if predicted is not None else None, demand, dt)
     if predicted is None or history is None:
         return Ahead(error, cost, "no demand history to forecast from: the reactive threshold")
     gain = pool_rate(curves, target, predicted.ahead, n) - pool_rate(curves, current, predicted.ahead, n)
-    expected = max(0.0, state.regret + gain * history.horizon)
+    expected = max(0.0, regret + gain * history.horizon)
     lam = trust(error)
     bar = threshold(cost, expected, lam)
     recent_error = f"{error:.0%}" if error is not None else "not scored yet"
@@ -133,7 +139,7 @@ def decide_restart(
     regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
     restarts = recent(state.restarts, now)
     cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
-    fore = ahead(knobs, curves, state, demand, now, cost, history)
+    fore = ahead(knobs, curves, state, (demand, now, regret), cost, history)
     held = replace(state, regret=regret, restarts=restarts, pending=None, forecast_error=fore.error)
     per = demand / n if n > 0 else demand
     load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
