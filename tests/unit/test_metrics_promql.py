@@ -7,6 +7,7 @@ import pytest
 from specserve.api.validation import parse_object
 from specserve.metrics.promql import (
     GROUP_LABELS,
+    LOAD_SIGNALS,
     PoolKey,
     SelectorError,
     Signal,
@@ -26,7 +27,7 @@ def test_windows_smooth_over_two_evaluations_and_rate_over_several_scrapes() -> 
 
 def test_grouped_queries_are_one_per_signal_grouped_by_the_specserve_labels() -> None:
     queries = grouped_queries(Windows(30, 60))
-    assert [q.signal for q in queries] == list(Signal)
+    assert [q.signal for q in queries] == list(LOAD_SIGNALS)
     assert all(q.key is None for q in queries)
     by = {q.signal: q.promql for q in queries}
     group = "by (namespace, specserve_instance, specserve_pool)"
@@ -54,7 +55,7 @@ def test_the_grouping_labels_are_the_ones_our_podmonitor_relabels_to(kimi_doc: d
 def test_a_series_selector_gives_the_specserve_its_own_queries_per_pool() -> None:
     template = 'kubernetes_namespace="$namespace",app="$name-$pool"'
     queries = selector_queries(template, "llm", "kimi", ("speculative", "baseline"), Windows(30, 60))
-    assert len(queries) == 2 * len(Signal)
+    assert len(queries) == 2 * len(LOAD_SIGNALS)
     running = [q for q in queries if q.signal is Signal.RUNNING]
     assert [q.key for q in running] == [PoolKey("llm", "kimi", "speculative"), PoolKey("llm", "kimi", "baseline")]
     assert running[0].promql == (

@@ -13,7 +13,7 @@ import pytest
 from specserve import telemetry
 from specserve.api.models import Mode, Weights
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
-from specserve.metrics.promql import PoolKey, Query, Signal, Windows
+from specserve.metrics.promql import LOAD_SIGNALS, PoolKey, Query, Signal, Windows
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
@@ -381,7 +381,7 @@ async def test_one_query_per_signal_for_every_specserve_sharing_a_prometheus(kim
     w = make_world(kimi_doc, names)
     await w.round_at(100)
     assert len(w.prom.reads) == 1
-    assert len(w.prom.reads[0]) == len(Signal)
+    assert len(w.prom.reads[0]) == len(LOAD_SIGNALS)
     assert len(w.policy.calls) == 40
 
 

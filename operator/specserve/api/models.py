@@ -615,6 +615,22 @@ class SwitchingState(Model):
         max_length=3,
         description="Modes the policy may not switch into until a time: a change it decided failed to roll out.",
     )
+    forecast_error: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Restart: the demand forecast's recent relative error (|history - demand read| / the larger, "
+        "weighted with a one-hour half-life; trusted below 0.5). Absent: no forecast scored yet, e.g. no demand "
+        "history (the Direct source, a new deployment): the reactive rule.",
+    )
+    forecast_trust: float | None = Field(
+        default=None,
+        ge=0.5,
+        le=1,
+        description="Restart: the ski-rental lambda that error earns (1: the reactive rule, within 2x of the offline "
+        "optimum). The restart threshold is lambda x its cost when the forecast says the restart repays, cost / "
+        "lambda when not: within 1 + lambda of the optimum when the forecast is right, 1 + 1/lambda whatever.",
+    )
 
     @model_validator(mode="before")
     @classmethod

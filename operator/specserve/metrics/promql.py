@@ -35,10 +35,25 @@ class Signal(StrEnum):
     SPEC_STEPS = "spec_num_steps"
     FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
     SERIES = "series"  # how many pods (scrape targets) report per pool: fewer than its Ready pods: load unknown
+    # Restart's demand history (history_queries, policy.forecast): requests in flight a day and a week ago, and
+    # their mean over the forecast horizon that followed
+    DEMAND_DAY = "demand_1d"
+    DEMAND_WEEK = "demand_7d"
+    AHEAD_DAY = "ahead_1d"
+    AHEAD_WEEK = "ahead_7d"
 
 
 # The signals demand is made of: without them a pool's load is unknown.
 DEMAND_SIGNALS = (Signal.RUNNING, Signal.QUEUED, Signal.FRESHNESS)
+# The history signals and the lookback (s) each reads: their queries need a horizon (history_queries).
+HISTORY_SIGNALS = {
+    Signal.DEMAND_DAY: (86400, False),
+    Signal.DEMAND_WEEK: (604800, False),
+    Signal.AHEAD_DAY: (86400, True),
+    Signal.AHEAD_WEEK: (604800, True),
+}
+# The signals every round reads.
+LOAD_SIGNALS = tuple(s for s in Signal if s not in HISTORY_SIGNALS)
 
 
 @dataclass(frozen=True, order=True)
@@ -101,11 +116,13 @@ def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) 
             # pods, not series: a pod may export one series per scheduler rank; `instance` is the scrape target
             per_pod = ", ".join((*by, "instance"))
             return f"count{group} (count by ({per_pod}) (sglang:num_running_reqs{{{matchers}}}))"
+        case Signal.DEMAND_DAY | Signal.DEMAND_WEEK | Signal.AHEAD_DAY | Signal.AHEAD_WEEK:
+            raise ValueError(f"{signal} needs a horizon: see history_queries")
 
 
 def grouped_queries(windows: Windows) -> list[Query]:
     """One query per signal for every SpecServe labelled by our PodMonitor."""
-    return [Query(signal, _expr(signal, DEFAULT_MATCHERS, windows, GROUP_LABELS)) for signal in Signal]
+    return [Query(signal, _expr(signal, DEFAULT_MATCHERS, windows, GROUP_LABELS)) for signal in LOAD_SIGNALS]
 
 
 class SelectorError(ValueError):
@@ -127,5 +144,46 @@ def selector_queries(template: str, namespace: str, name: str, pools: tuple[str,
     for pool in pools:
         matchers = render_selector(template, namespace, name, pool)
         key = PoolKey(namespace, name, pool)
-        out += [Query(signal, _expr(signal, matchers, windows, ()), key) for signal in Signal]
+        out += [Query(signal, _expr(signal, matchers, windows, ()), key) for signal in LOAD_SIGNALS]
+    return out
+
+
+HORIZON_STEP = 300  # s: horizons are rounded up to this, so SpecServes with similar horizons share queries
+HORIZON_MAX = 6 * 3600  # s: a forecast further ahead than this is not worth reading
+
+
+def horizon_of(seconds: float) -> int:
+    """The forecast horizon actually queried: rounded up to HORIZON_STEP, within [HORIZON_STEP, HORIZON_MAX]."""
+    steps = math.ceil(max(seconds, 1.0) / HORIZON_STEP)
+    return min(steps * HORIZON_STEP, HORIZON_MAX)
+
+
+def _history_expr(signal: Signal, matchers: str, windows: Windows, horizon: int, by: tuple[str, ...]) -> str:
+    """Demand (running + queued) as Prometheus recorded it `lookback` ago: smoothed as the live signal is, or
+    averaged over the `horizon` that followed (`offset lookback - horizon` ends the range there). Two sums, not a
+    regex on __name__: the two gauges of one pod share their labels once the name is dropped."""
+    lookback, ahead = HISTORY_SIGNALS[signal]
+    group = f" by ({', '.join(by)})" if by else ""
+    window, offset = (horizon, lookback - horizon) if ahead else (windows.smooth, lookback)
+    parts = (
+        f"sum{group} (avg_over_time({metric}{{{matchers}}}[{window}s] offset {offset}s))"
+        for metric in ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+    )
+    return " + ".join(parts)
+
+
+def history_queries(windows: Windows, horizon: int) -> list[Query]:
+    """Restart's demand history for every SpecServe labelled by our PodMonitor: four grouped queries."""
+    return [Query(s, _history_expr(s, DEFAULT_MATCHERS, windows, horizon, GROUP_LABELS)) for s in HISTORY_SIGNALS]
+
+
+def selector_history_queries(
+    template: str, namespace: str, name: str, pools: tuple[str, ...], windows: Windows, horizon: int
+) -> list[Query]:
+    """A seriesSelector SpecServe's own history queries: four per pool."""
+    out = []
+    for pool in pools:
+        matchers = render_selector(template, namespace, name, pool)
+        key = PoolKey(namespace, name, pool)
+        out += [Query(s, _history_expr(s, matchers, windows, horizon, ()), key) for s in HISTORY_SIGNALS]
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from specserve.metrics.promql import DEMAND_SIGNALS, PoolKey, Query, Signal
 from specserve.metrics.results import QueryResult
+from specserve.policy.forecast import History
 from specserve.policy.types import PoolSignal, Sample
 
 STALE_SCRAPES = 2  # a series is stale when its newest sample is older than this many scrape intervals
@@ -162,3 +163,22 @@ def read(target: Target, results: dict[tuple[Signal, PoolKey | None], QueryResul
 def failed(time: float, reason: str, message: str, query: str | None = None) -> Reading:
     """A Reading for a SpecServe whose queries could not even be built or sent."""
     return Reading(Sample(time, None, error=message), reason, query)
+
+
+def read_history(target: Target, results: dict[tuple[Signal, PoolKey | None], QueryResult], horizon: float) -> History:
+    """One SpecServe's demand a day and a week ago (metrics.promql.history_queries), summed over its pools. A part
+    no pool recorded (a new deployment, retention shorter than the lookback, a failed query) is None: unknown,
+    never 0; the policy then has no forecast from that lookback (policy.forecast)."""
+
+    def total(signal: Signal) -> float | None:
+        keys = (PoolKey(target.namespace, target.name, pool.role) for pool in target.pools)
+        values = [v for key in keys if (v := _extra(results, signal, key)) is not None]
+        return sum(values) if values else None
+
+    return History(
+        now_day=total(Signal.DEMAND_DAY),
+        now_week=total(Signal.DEMAND_WEEK),
+        ahead_day=total(Signal.AHEAD_DAY),
+        ahead_week=total(Signal.AHEAD_WEEK),
+        horizon=horizon,
+    )

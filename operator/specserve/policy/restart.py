@@ -15,17 +15,19 @@ never free (that would let noise restart pods).
 The rule: restart when regret >= cost, the other mode is better right now, min_dwell has passed since the
 previous switch (the first switch has none before it) and the restart budget (max_restarts_per_day over the last
 24 h) allows. This is the deterministic ski-rental rule: it never pays more than twice what the offline optimum
-pays for the same demand. One exception: when the other mode serves at least as much at every concurrency (no
-crossover, e.g. the seed profile's baseline), waiting buys nothing and the restart happens at once.
+pays for the same demand. With a demand history (Sample.history) the threshold moves with the forecast, within
+proven bounds (policy.forecast, `ahead`). One exception: when the other mode serves at least as much at every
+concurrency (no crossover, e.g. the seed profile's baseline), waiting buys nothing and the restart happens at once.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from specserve.api.models import Mode
 from specserve.policy.curves import ModeCurves
+from specserve.policy.forecast import History, consistency, forecast, robustness, threshold, trust, update_error
 from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, PolicyState
@@ -85,25 +87,73 @@ def dominant_mode(curves: ModeCurves) -> Mode | None:
     return None
 
 
-def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, now: float) -> Step:
+@dataclass(frozen=True)
+class Ahead:
+    """The forecast's part in one decision: the regret at which to restart, and why."""
+
+    error: float | None  # the forecast's recent relative error after this reading (goes into the state)
+    threshold: float  # restart once the regret reaches this
+    why: str  # for the reason
+
+
+def ahead(
+    knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: tuple[float, float, float],
+    cost: float, history: History | None,
+) -> Ahead:  # fmt: skip
+    """Learning-augmented ski rental (policy.forecast): score the history's value for now against the demand read,
+    then set the threshold from the forecast over the horizon and the trust its recent error earns. `sample`:
+    (demand, now, the regret after this reading)."""
+    demand, now, regret = sample
+    n, current, target = knobs.speculative_replicas, state.mode, other(state.mode)
+    predicted = forecast(history, demand)
+    # trust is earned over readings, not over time spent not looking (an operator outage): gaps count as the
+    # regret's do, at most MAX_GAP_INTERVALS evaluation intervals
+    dt = 0.0
+    if state.last_evaluation is not None:
+        dt = min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * knobs.evaluation_interval)
+    error = update_error(state.forecast_error, predicted.now if predicted is not None else None, demand, dt)
+    if predicted is None or history is None:
+        return Ahead(error, cost, "no demand history to forecast from: the reactive threshold")
+    gain = pool_rate(curves, target, predicted.ahead, n) - pool_rate(curves, current, predicted.ahead, n)
+    expected = max(0.0, regret + gain * history.horizon)
+    lam = trust(error)
+    bar = threshold(cost, expected, lam)
+    recent_error = f"{error:.0%}" if error is not None else "not scored yet"
+    side = "repays" if expected >= cost else "does not repay"
+    why = (
+        f"forecast ({predicted.source}) demand {predicted.ahead:.1f} over the next {history.horizon:.0f} s {side} the "
+        f"restart (expected regret {expected:.0f}); recent error {recent_error}, trust lambda {lam:.2f} "
+        f"(within {consistency(lam):.2f}x of the optimum when right, {robustness(lam):.2f}x whatever): "
+        f"threshold {bar:.0f}"
+    )
+    return Ahead(error, bar, why)
+
+
+def decide_restart(
+    knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, now: float, history: History | None = None
+) -> Step:
     n = knobs.speculative_replicas
     current, target = state.mode, other(state.mode)
     f_cur = pool_rate(curves, current, demand, n)
     f_oth = pool_rate(curves, target, demand, n)
     regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
     restarts = recent(state.restarts, now)
-    held = replace(state, regret=regret, restarts=restarts, pending=None)
     cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
+    fore = ahead(knobs, curves, state, (demand, now, regret), cost, history)
+    held = replace(state, regret=regret, restarts=restarts, pending=None, forecast_error=fore.error)
     per = demand / n if n > 0 else demand
     load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
     ledger = f"regret {regret:.0f} tokens vs restart cost {cost:.0f} ({knobs.startup_seconds:.0f} s of lost serving)"
+    if history is not None:
+        ledger = f"{ledger}; {fore.why}"
     if n <= 0:
         return hold(held, f"{load}: the pool has no replicas, nothing to restart")
     if f_oth <= f_cur:
         return hold(held, f"{load}; {current} serves at least as much: staying ({ledger})")
     always = dominant_mode(curves) is target
-    if regret < cost and not always:
-        return hold(held, f"{load}; {ledger}: staying until the regret covers the cost")
+    if regret < fore.threshold and not always:
+        wait = "covers the cost" if history is None else "reaches the threshold"
+        return hold(held, f"{load}; {ledger}: staying until the regret {wait}")
     since = now - state.mode_since
     if state.last_switch is not None and since < knobs.min_dwell:
         dwell = f"{current} only began {since:.0f} s ago (min dwell {knobs.min_dwell:.0f} s)"
@@ -123,7 +173,7 @@ def decide_restart(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
         )
     changed = replace(held, mode=target, mode_since=now, last_switch=now, regret=0.0, restarts=(*restarts, now))
     why = f"{ledger}: restart into {target}"
-    if always and regret < cost:
+    if always and regret < fore.threshold:
         why = f"{target} serves more at every measured concurrency, so no demand can repay staying: restart now"
     return Step(
         held=held,

@@ -84,7 +84,8 @@ def _rule(
         )
     if knobs.strategy is Strategy.RESTART:
         # regret integrates from the previous evaluation: use the clock before `base` advanced it
-        step = decide_restart(knobs, curves, replace(base, last_evaluation=before.last_evaluation), demand, now)
+        restart_state = replace(base, last_evaluation=before.last_evaluation)
+        step = decide_restart(knobs, curves, restart_state, demand, now, sample.history)
     else:
         step = decide_traffic(knobs, curves, base, demand, sample)
     if knobs.crossover is None and crossover(curves) is None:

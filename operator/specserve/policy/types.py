@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from specserve.api.models import Mode, Strategy, Weights
+from specserve.policy.forecast import History
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Sample:
     speculative: PoolSignal | None = None  # TrafficSplit's speculative pool, or the single pool when speculative
     baseline: PoolSignal | None = None
     error: str | None = None  # why demand is unknown, worded for users (goes into reasons and conditions)
+    history: History | None = None  # Restart: the demand recorded a day and a week ago (policy.forecast); None: none
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,8 @@ class PolicyState:
     # point); None once the roll converged
     served_crossover: float | None = None
     barred: tuple[Bar, ...] = ()  # modes the policy may not change into yet (policy.rollback)
+    # Restart: the forecast's recent relative error (policy.forecast); None: no forecast scored yet (no trust)
+    forecast_error: float | None = None
 
 
 @dataclass(frozen=True)

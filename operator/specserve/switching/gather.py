@@ -16,10 +16,21 @@ from typing import Any, Protocol
 from specserve.api.models import Mode, SpecServe, Strategy
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
-from specserve.metrics.promql import PoolKey, Query, SelectorError, Windows, grouped_queries, selector_queries
+from specserve.metrics.promql import (
+    PoolKey,
+    Query,
+    SelectorError,
+    Windows,
+    grouped_queries,
+    history_queries,
+    horizon_of,
+    selector_history_queries,
+    selector_queries,
+)
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Reading, Target, failed, index, read
+from specserve.metrics.signal import PoolTarget, Reading, Target, failed, index, read, read_history
 from specserve.metrics.startup import measured_startup_seconds
+from specserve.policy.knobs import default_startup_seconds
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
 from specserve.switching.pools import PoolState, pool_states
 from specserve.switching.record import Source
@@ -57,6 +68,7 @@ class Plan:
     mode: Mode  # the target mode now (Restart's one pool reports as speculative or baseline by it)
     windows: Windows
     url: str | None  # Prometheus; None with the Direct source
+    horizon: int | None = None  # Restart through Prometheus: the forecast horizon its demand history covers
 
     @property
     def key(self) -> tuple[str, str]:
@@ -77,7 +89,18 @@ class Plan:
 def plan(obj: SpecServe, mode: Mode, default_url: str | None) -> Plan:
     switching = obj.spec.switching
     windows = Windows.of(switching.evaluation_interval_seconds, obj.spec.monitoring.interval_seconds)
-    return Plan(obj, mode, windows, switching.metrics.prometheus_url or default_url)
+    return Plan(obj, mode, windows, switching.metrics.prometheus_url or default_url, forecast_horizon(obj))
+
+
+def forecast_horizon(obj: SpecServe) -> int | None:
+    """Restart reads its demand history over the restart horizon (start-up + min dwell: the time a restart must
+    repay itself in); the Direct source has no history (the rule is then the reactive one), nor do the other
+    strategies need one. The spec's start-up figure, not the pods' measured one: the queries go out before the
+    pods are read, and rounding (promql.horizon_of) absorbs the difference."""
+    switching = obj.spec.switching
+    if obj.spec.strategy is not Strategy.RESTART or switching.metrics.source == "Direct":
+        return None
+    return horizon_of(default_startup_seconds(obj) + switching.min_dwell_seconds)
 
 
 def target_of(p: Plan, states: tuple[PoolState, ...]) -> Target:
@@ -144,6 +167,9 @@ class _Round:
         self.queries: dict[tuple[str, Windows], list[Query]] = defaultdict(list)
         self.scrapes: dict[Windows, dict[PoolKey, list[str]]] = defaultdict(dict)
         self.members: dict[tuple[str, Windows] | Windows, list[Plan]] = defaultdict(list)
+        # Restart's demand history: one batch per Prometheus, window and horizon (grouped queries share keys)
+        self.history: dict[tuple[str, Windows, int], list[Query]] = defaultdict(list)
+        self.history_members: dict[tuple[str, Windows, int], list[Plan]] = defaultdict(list)
 
     def fail(self, p: Plan, states: tuple[PoolState, ...], reason: str, message: str) -> None:
         self.out[p.key] = Gathered(failed(self.now, reason, message), states)
@@ -169,7 +195,27 @@ class _Round:
             self.queries[group] += grouped_queries(p.windows)  # once per Prometheus and window, for all
         self.queries[group] += own
         self.members[group].append(p)
+        if p.horizon is not None:
+            self.add_history(p, url, p.horizon, selector)
         return None
+
+    def add_history(self, p: Plan, url: str, horizon: int, selector: str | None) -> None:
+        group = (url, p.windows, horizon)
+        if not self.history[group]:
+            self.history[group] += history_queries(p.windows, horizon)
+        if selector is not None:
+            roles = tuple(pool.role for pool in self.targets[p.key].pools)
+            ns, name = p.obj.metadata.namespace, p.obj.metadata.name
+            self.history[group] += selector_history_queries(selector, ns, name, roles, p.windows, horizon)
+        self.history_members[group].append(p)
+
+    def settle_history(self, members: list[Plan], horizon: int, results: list[QueryResult]) -> None:
+        """Attach the demand history to readings already settled (a failed reading keeps it too: it is unused)."""
+        by_query = index(results)
+        for p in members:
+            got = self.out[p.key]
+            sample = replace(got.reading.sample, history=read_history(self.targets[p.key], by_query, horizon))
+            self.out[p.key] = replace(got, reading=replace(got.reading, sample=sample))
 
     def settle(self, members: list[Plan], results: list[QueryResult]) -> None:
         by_query = index(results)
@@ -211,7 +257,18 @@ async def gather(
     async def run_direct(windows: Windows) -> None:
         r.settle(r.members[windows], await readers.direct.read(r.scrapes[windows], windows))
 
-    await asyncio.gather(*(run_prometheus(g) for g in r.queries), *(run_direct(w) for w in r.scrapes))
+    histories: dict[tuple[str, Windows, int], list[QueryResult]] = {}
+
+    async def run_history(group: tuple[str, Windows, int]) -> None:
+        histories[group] = await readers.prometheus(group[0]).read(r.history[group])
+
+    await asyncio.gather(
+        *(run_prometheus(g) for g in r.queries),
+        *(run_direct(w) for w in r.scrapes),
+        *(run_history(g) for g in r.history),
+    )
+    for group, results in histories.items():  # after the load: its readings are the ones the history joins
+        r.settle_history(r.history_members[group], group[2], results)
     for p in plans:
         in_namespace = pods.get(p.obj.metadata.namespace)
         if p.obj.spec.strategy is Strategy.RESTART and isinstance(in_namespace, list) and p.key in r.out:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from specserve.api.models import ModeBar, PendingMove, SpecServe, SpecServeStatus, SwitchingState
+from specserve.policy.forecast import trust
 from specserve.policy.switching import initial_state
 from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
 
@@ -72,7 +73,15 @@ def to_status(state: PolicyState) -> SwitchingState:
         barred=[
             ModeBar(mode=b.mode, until=rfc3339(b.until), failures=b.failures, reason=b.reason) for b in state.barred
         ],
+        **forecast_out(state.forecast_error),
     )
+
+
+def forecast_out(error: float | None) -> dict[str, float]:
+    """Restart's forecast quality and the trust it earns (policy.forecast), rounded: status, not a ledger."""
+    if error is None:
+        return {}
+    return {"forecast_error": round(min(max(error, 0.0), 1.0), 4), "forecast_trust": round(trust(error), 4)}
 
 
 def from_status(saved: SwitchingState) -> PolicyState:
@@ -89,6 +98,7 @@ def from_status(saved: SwitchingState) -> PolicyState:
         adaptive_crossover=saved.adaptive_crossover,
         served_crossover=saved.served_crossover,
         barred=tuple(Bar(b.mode, epoch(b.until), b.failures, b.reason) for b in saved.barred),
+        forecast_error=saved.forecast_error,  # the trust is derived from it
     )
 
 
@@ -126,7 +136,18 @@ REGRET_STEP = 0.25  # regret is persisted when it moved by more than this fracti
 def worth_writing(saved: PolicyState, new: PolicyState) -> bool:
     """Whether a new state must reach status: a material change, or regret grown by REGRET_STEP (a geometric
     rule: while regret accumulates, writes get rarer; an operator restart loses at most that fraction)."""
-    if material(saved) != material(new):
+    if material(saved) != material(new) or forecast_moved(saved, new):
         return True
     moved = abs(new.regret - saved.regret)
     return moved > 0 and moved > REGRET_STEP * max(abs(saved.regret), abs(new.regret))
+
+
+FORECAST_STEP = 0.05  # the forecast's error is persisted when it moved by more than this (absolute)
+
+
+def forecast_moved(saved: PolicyState, new: PolicyState) -> bool:
+    """Whether Restart's forecast error changed enough to show (and to survive an operator restart): first
+    scored, or moved by FORECAST_STEP. An hourly-weighted mean moves slowly: a write every several minutes at most."""
+    if saved.forecast_error is None or new.forecast_error is None:
+        return saved.forecast_error != new.forecast_error
+    return abs(new.forecast_error - saved.forecast_error) > FORECAST_STEP
