@@ -8,7 +8,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ from specserve.slots import MEMO_KEY
 
 log = logging.getLogger("specserve")
 EXIT_LEADERSHIP_LOST = 3
+EXIT_GRACE_SECONDS = 5.0  # a deposed leader's orderly shutdown gets this long before the process exits anyway
 
 
 class LeadershipLostError(RuntimeError):
@@ -165,14 +167,25 @@ async def _standby_health(endpoint: str | None) -> AsyncIterator[None]:
         await runner.cleanup()
 
 
-async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event | None = None) -> None:
+async def serve(
+    config: OperatorConfig,
+    kube: KubeClient,
+    stop_flag: asyncio.Event | None = None,
+    on_lost: Callable[[], None] | None = None,
+) -> None:
     """Run the operator until `stop_flag` is set (or a signal). With leader election, wait for the lease first
-    and raise LeadershipLostError after stopping when it is lost. Closes `kube`'s connections at the end."""
+    and raise LeadershipLostError after stopping when it is lost. Closes `kube`'s connections at the end.
+
+    While leading, `kube` is fenced by the lease (KubeClient.fence): no write leaves this process once the lease
+    lapsed or went to another replica, whatever is still running. `on_lost` is called the moment the loss is
+    noticed (the CLI arms a hard exit there: kopf's shutdown must not hold a deposed leader alive for long)."""
     external = stop_flag or asyncio.Event()
-    elector = LeaseElector(kube, config.leader_election) if config.leader_election else None
+    lease_kube = kube.sibling() if config.leader_election else None  # the Lease's writes bypass the fence
+    elector = LeaseElector(lease_kube, config.leader_election) if lease_kube and config.leader_election else None
     lost = asyncio.Event()
     try:
         if elector is not None:
+            kube.fence(lambda: elector.leading)
             async with _standby_health(config.liveness_endpoint):
                 if not await elector.acquire(external):
                     return  # stopped while standing by
@@ -180,7 +193,7 @@ async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Eve
         # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
         stopped = asyncio.ensure_future(external.wait())
         holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
-        guard = asyncio.create_task(_guard(stopped, holding, lost, stop), name="specserve stop guard")
+        guard = asyncio.create_task(_guard(stopped, holding, lost, stop, kube, on_lost), name="specserve stop guard")
         try:
             await _operate(config, kube, stop)
         except asyncio.CancelledError:
@@ -197,20 +210,46 @@ async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Eve
         if elector is not None and not lost.is_set():
             await elector.release()
         await kube.close()
+        if lease_kube is not None:
+            await lease_kube.close()
 
 
 async def _guard(
-    stopped: asyncio.Future[Any], holding: asyncio.Future[Any], lost: asyncio.Event, stop: asyncio.Event
+    stopped: asyncio.Future[Any],
+    holding: asyncio.Future[Any],
+    lost: asyncio.Event,
+    stop: asyncio.Event,
+    kube: KubeClient,
+    on_lost: Callable[[], None] | None,
 ) -> None:
-    """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too)."""
+    """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too).
+    On a loss, drop the client's connections at once: requests still in flight (sent before the fence closed)
+    are cut instead of running to their timeout."""
     try:
         await asyncio.wait([stopped, holding], return_when=asyncio.FIRST_COMPLETED)
         if holding.done() and not stopped.done():
             lost.set()
+            if on_lost is not None:
+                on_lost()
+            await kube.close()
     finally:
         stopped.cancel()
         holding.cancel()
         stop.set()
+
+
+def _exit_after(seconds: float) -> Callable[[], None]:
+    """controller-runtime exits the moment it loses its lease; kopf's orderly shutdown waits for handlers and
+    watches. Give it `seconds`, then end the process whatever it is doing (a daemon timer thread: it fires even
+    if the event loop is blocked)."""
+
+    def arm() -> None:
+        log.error("the lease was lost: exiting within %.0f s", seconds)
+        timer = threading.Timer(seconds, os._exit, (EXIT_LEADERSHIP_LOST,))
+        timer.daemon = True
+        timer.start()
+
+    return arm
 
 
 def run(args: argparse.Namespace) -> int:
@@ -229,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot load Kubernetes credentials: %s", exc)
         return 2
     try:
-        asyncio.run(serve(config, kube))
+        asyncio.run(serve(config, kube, on_lost=_exit_after(EXIT_GRACE_SECONDS)))
     except asyncio.CancelledError:
         pass  # kopf's way of ending after a signal, as kopf.run() treats it
     except LeadershipLostError as exc:

@@ -15,6 +15,7 @@ import os
 import random
 import ssl
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +44,13 @@ class KubeError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
+
+
+class FencedError(KubeError):
+    """A write refused before it was sent: this replica no longer holds the leader Lease (see KubeClient.fence)."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, f"{method} {path}: not sent: this replica no longer holds the leader lease")
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,17 @@ class KubeClient:
         proxy = configuration.proxy
         self._proxy = proxy if proxy and not should_bypass_proxies(self._host, configuration.no_proxy or "") else None
         self._session: aiohttp.ClientSession | None = None
+        self._may_write: Callable[[], bool] | None = None
+
+    def fence(self, may_write: Callable[[], bool]) -> None:
+        """Send no write (POST, PUT, PATCH, DELETE; every retry included) unless `may_write()` says so at that
+        moment: the leader's writes stop the instant its Lease lapses, whichever loop or handler issues them."""
+        self._may_write = may_write
+
+    def sibling(self) -> KubeClient:
+        """A client with the same credentials and options, its own connections, and no fence (the Lease's own
+        writes must go out while the fence is closed; client-go's leader election has its own client too)."""
+        return KubeClient(self._configuration, self._options)
 
     @classmethod
     def from_environment(cls, options: ClientOptions | None = None) -> KubeClient:
@@ -182,6 +201,8 @@ class KubeClient:
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         tries = max(1, attempts if attempts is not None else self._options.attempts) if idempotent else 1
         for attempt in range(tries):
+            if method != "GET" and self._may_write is not None and not self._may_write():
+                raise FencedError(method, path)
             try:
                 response = await self._once(method, url, body, content_type)
             except KubeError as exc:
