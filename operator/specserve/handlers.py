@@ -66,19 +66,41 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
     resource = (GROUP, VERSION, PLURAL)
     tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
 
-    async def run_once(body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger) -> None:
+    async def reconcile_latest(
+        body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
+    ) -> tuple[dict[str, Any], Outcome] | None:
+        if memo.get(GONE):  # deleted (no finalizer holds it): triggers queued before must not re-create children
+            return None
+        # The freshest body the watch delivered (status included) beats the one this handler was handed.
+        latest = tracked.get(Registry.key(body))
+        plain = latest.body if latest is not None else _plain(body)
+        outcome = await reconcile(kube, plain, last_write=memo.get("last_write"), install=config.install_policy)
+        if outcome.write is not None:
+            memo["last_write"] = outcome.write
+        return plain, outcome
+
+    async def run_once(
+        body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger, urgent: bool = True
+    ) -> None:
         kube: Kube = memo["kube"]
         # One reconcile per object at a time: change handlers, the resync loop and the switching loop.
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
-        async with lock, slot(memo):  # the slot inside the lock: triggers queued behind it hold none
-            if memo.get(GONE):  # deleted (no finalizer holds it): triggers queued before must not re-create children
-                return
-            # The freshest body the watch delivered (status included) beats the one this handler was handed.
-            latest = tracked.get(Registry.key(body))
-            plain = latest.body if latest is not None else _plain(body)
-            outcome = await reconcile(kube, plain, last_write=memo.get("last_write"), install=config.install_policy)
-            if outcome.write is not None:
-                memo["last_write"] = outcome.write
+        if urgent:
+            # Lock first, then an urgent slot: triggers queued behind one object's reconcile hold no slot.
+            async with lock, slot(memo, urgent=True):
+                result = await reconcile_latest(body, memo, kube)
+        else:
+            # Background work waits for its slot holding no lock (an urgent trigger of the same object must not
+            # queue behind a whole round), and skips an object that is being reconciled right now: that
+            # reconcile reads the same live state, level-based.
+            async with slot(memo, urgent=False):
+                if lock.locked():
+                    return
+                async with lock:
+                    result = await reconcile_latest(body, memo, kube)
+        if result is None:
+            return
+        plain, outcome = result
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
             await _warn(kube, body, "InvalidSpec", outcome.invalid)
@@ -98,6 +120,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         return info
 
     @kopf.on.resume(*resource, registry=registry)
+    async def on_resume(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+        # Every existing SpecServe at the operator's start: background work, like a resync round.
+        await run_once(body, memo, logger, urgent=False)
+
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, field="spec", registry=registry)
     async def on_change(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
@@ -114,11 +140,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
 
     @kopf.on.event("apps", "v1", "deployments", labels={LABEL_INSTANCE: kopf.PRESENT}, registry=registry)
     async def pool_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        # A pool's readiness moved: reconcile its owner now, not at the next resync, so traffic leaves a pool that
-        # lost its last Ready replica at once and a rollout takes its next step as soon as a pool is Ready.
-        # Deletions are left to the resync: the garbage collector deletes the pools of a deleted SpecServe.
-        if event.get("type") == "DELETED":
-            return
+        # A pool's readiness moved, or the pool was deleted: reconcile its owner now, not at the next resync, so
+        # traffic leaves a pool that lost its last Ready replica (or its Deployment) at once, a deleted pool is
+        # re-created, and a rollout takes its next step as soon as a pool is Ready. The pools of a deleted
+        # SpecServe go with it (garbage collection): its owner is no longer tracked, or is being deleted.
         meta = body.get("metadata") or {}
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "SpecServe"), None)
         item = tracked.get((str(meta.get("namespace", "")), str(owner["name"]))) if owner else None
@@ -138,15 +163,18 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         sources = Sources()
 
         async def trigger(item: Tracked) -> None:
-            await run_once(item.body, item.memo, log)
+            await run_once(item.body, item.memo, log)  # the switching loop's decision: urgent
+
+        async def resync(item: Tracked) -> None:
+            await run_once(item.body, item.memo, log, urgent=False)
 
         loop = SwitchingLoop(
             tracked, memo["kube"], sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url)
         )
         stop = asyncio.Event()
         switching = asyncio.create_task(loop.run(stop), name="specserve switching")
-        resync = asyncio.create_task(resync_forever(tracked, trigger, config.resync_seconds, stop), name="resync")
-        memo["loops"] = (stop, switching, resync, sources)
+        resyncing = asyncio.create_task(resync_forever(tracked, resync, config.resync_seconds, stop), name="resync")
+        memo["loops"] = (stop, switching, resyncing, sources)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_loops(memo: kopf.Memo, **_: Any) -> None:

@@ -1,5 +1,9 @@
 """Drift repair: every resync interval, reconcile every SpecServe the watch has delivered.
 
+Each SpecServe has its own phase in the interval (a stable offset from its uid), so a round is spread over the
+interval rather than one burst of hundreds of reconciles; the round's reconciles take background slots
+(specserve.slots), which urgent triggers overtake.
+
 One task for all SpecServes, not a kopf timer per object: a kopf timer keeps a live copy of its object's body and
 a task per object for as long as the object exists (about 12 MB of the operator's memory at 200 SpecServes), and
 it makes kopf put its finalizer on the object. The reconciles of a round queue for the reconcile slots
@@ -11,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import zlib
 from collections.abc import Awaitable, Callable
 
 from specserve.kube.client import KubeError
@@ -21,14 +27,50 @@ log = logging.getLogger(__name__)
 Reconcile = Callable[[Tracked], Awaitable[None]]
 
 
-async def resync_round(registry: Registry, reconcile: Reconcile) -> int:
-    """Reconcile every tracked SpecServe once; returns how many failed. A failure is logged and retried next
-    round: one SpecServe's error never stops the others' repair. An API error is one line (it names the call);
-    anything else is a bug and keeps its traceback."""
-    items = list(registry.items.values())
-    results = await asyncio.gather(*(reconcile(item) for item in items), return_exceptions=True)
+def phase(item: Tracked, interval: float) -> float:
+    """The SpecServe's stable offset in [0, interval): the same on every round and every operator start."""
+    meta = item.body.get("metadata") or {}
+    key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    return interval * zlib.crc32(key.encode()) / 2**32
+
+
+async def _until(deadline: float, stop: asyncio.Event | None) -> None:
+    delay = deadline - time.monotonic()
+    if delay <= 0:
+        return
+    if stop is None:
+        await asyncio.sleep(delay)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+
+
+async def resync_round(
+    registry: Registry, reconcile: Reconcile, spread: float = 0.0, stop: asyncio.Event | None = None
+) -> int:
+    """Reconcile every tracked SpecServe once, each at its phase within `spread` seconds (0: all at once); returns
+    how many failed. A failure is logged and retried next round: one SpecServe's error never stops the others'
+    repair. An API error is one line (it names the call); anything else is a bug and keeps its traceback. When
+    `stop` is set the round launches nothing more (and waits for what it launched)."""
+    began = time.monotonic()
+    items = (
+        sorted(registry.items.values(), key=lambda i: phase(i, spread)) if spread > 0 else list(registry.items.values())
+    )
+    launched: list[tuple[Tracked, asyncio.Task[None]]] = []
+    try:
+        for item in items:
+            if spread > 0:
+                await _until(began + phase(item, spread), stop)
+            if stop is not None and stop.is_set():
+                break
+            launched.append((item, asyncio.ensure_future(reconcile(item))))
+        results = await asyncio.gather(*(t for _, t in launched), return_exceptions=True)
+    except asyncio.CancelledError:
+        for _, task in launched:
+            task.cancel()
+        raise
     failed = 0
-    for item, result in zip(items, results, strict=True):
+    for (item, _), result in zip(launched, results, strict=True):
         if isinstance(result, asyncio.CancelledError):
             raise result
         if isinstance(result, BaseException):
@@ -43,9 +85,11 @@ async def resync_round(registry: Registry, reconcile: Reconcile) -> int:
 
 async def resync_forever(registry: Registry, reconcile: Reconcile, interval: float, stop: asyncio.Event) -> None:
     """A round every `interval` seconds (the first one interval after the start: the start-up already reconciled
-    everything) until `stop` is set."""
+    everything), each SpecServe at its own phase within the interval, until `stop` is set. A round that runs
+    over (more work than the slots get through in an interval) delays the next one: rounds never pile up."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=interval)
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        if not stop.is_set():
-            await resync_round(registry, reconcile)
+        began = time.monotonic()
+        await resync_round(registry, reconcile, spread=interval, stop=stop)
+        await _until(began + interval, stop)

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from specserve.kube.client import KubeError
-from specserve.resync import resync_forever, resync_round
+from specserve.resync import phase, resync_forever, resync_round
 from specserve.switching.loop import Registry, Tracked
 
 
@@ -90,3 +90,38 @@ def test_a_stop_during_the_wait_ends_the_loop_without_another_round() -> None:
 
     asyncio.run(main())
     assert called == []
+
+
+def test_a_spread_round_reconciles_in_phase_order_and_each_phase_is_stable_within_the_interval() -> None:
+    names = [f"s{i}" for i in range(20)]
+    tracked = registry(*names)
+    order: list[str] = []
+
+    async def reconcile(item: Tracked) -> None:
+        order.append(name_of(item))
+
+    asyncio.run(resync_round(tracked, reconcile, spread=0.2))
+    phases = {name_of(i): phase(i, 0.2) for i in tracked.items.values()}
+    assert sorted(order) == sorted(names)
+    assert order == sorted(names, key=phases.__getitem__)  # spread over the interval, not one burst
+    assert all(0 <= p < 0.2 for p in phases.values())
+    assert len(set(phases.values())) > 1
+    assert phases == {name_of(i): phase(i, 0.2) for i in registry(*names).items.values()}  # stable
+
+
+def test_a_stop_mid_round_launches_no_more_reconciles() -> None:
+    tracked = registry(*(f"s{i}" for i in range(50)))
+    done: list[str] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def reconcile(item: Tracked) -> None:
+            done.append(name_of(item))
+            if len(done) == 3:
+                stop.set()
+
+        await asyncio.wait_for(resync_round(tracked, reconcile, spread=0.5, stop=stop), timeout=5)
+
+    asyncio.run(main())
+    assert len(done) == 3

@@ -23,7 +23,7 @@ from specserve.config import LeaderElection, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.lease import LeaseElector
-from specserve.slots import MEMO_KEY
+from specserve.slots import MEMO_KEY, Slots
 
 log = logging.getLogger("specserve")
 EXIT_LEADERSHIP_LOST = 3
@@ -139,7 +139,7 @@ async def _operate(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.
         namespaces=config.namespaces,
         liveness_endpoint=config.liveness_endpoint,
         # Every object's memo is a shallow copy of this one: they share the client and the reconcile slots.
-        memo=kopf.Memo({"kube": kube, MEMO_KEY: asyncio.Semaphore(config.max_concurrent_reconciles)}),
+        memo=kopf.Memo({"kube": kube, MEMO_KEY: Slots(config.max_concurrent_reconciles)}),
         stop_flag=stop_flag,
     )
 
