@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from specserve.commands.run import LeadershipLostError
-from specserve.kubefake import DEPLOYMENTS, LEASES
+from specserve.config import OperatorConfig
+from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES
 from tests.integration.kube_emulator import eventually, running_operator
-from tests.integration.test_ha import NS, ThreadedFake, converged, lease_config, seeded, threaded_fake
+from tests.integration.test_ha import NS, ThreadedFake, config, converged, lease_config, seeded, threaded_fake
 
 LEASE_NS = "specserve-system"
 
@@ -67,3 +68,90 @@ async def test_a_lapsed_lease_fences_every_write_before_a_standby_may_take_over(
     after = [str(r) for t, r in writes if t >= fence]
     assert repairs_before  # the leader was writing until its lease lapsed
     assert after == []  # and not once afterwards
+
+
+def route_weights(fake: ThreadedFake, namespace: str, name: str) -> dict[str, int]:
+    route = fake.get(HTTPROUTES, namespace, name) or {}
+    return {
+        b["name"]: int(b.get("weight", 1))
+        for rule in (route.get("spec") or {}).get("rules") or []
+        for b in rule.get("backendRefs") or []
+    }
+
+
+async def test_a_deleted_pool_deployment_is_recreated_at_once_not_at_the_next_resync(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    async with running_operator(config(resync_seconds=3600)) as task:  # no resync round within the test
+        fake.create(seeded(kimi_doc, "kimi"))
+        await eventually(lambda: converged(fake, "kimi") and len(pools_of(fake, "kimi")) == 2, what="two pools")
+        pool = pools_of(fake, "kimi")[0]
+        uid = (fake.get(DEPLOYMENTS, NS, pool) or {})["metadata"]["uid"]
+        fake.delete(DEPLOYMENTS, NS, pool)
+        await eventually(
+            lambda: (fake.get(DEPLOYMENTS, NS, pool) or {"metadata": {"uid": uid}})["metadata"]["uid"] != uid,
+            what="the pool re-created by the watch",
+        )
+        assert not task.done()
+
+
+BULK = "bulk"
+
+
+async def test_a_failover_does_not_queue_behind_a_resync_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kimi_doc: dict[str, Any]
+) -> None:
+    with threaded_fake(tmp_path, monkeypatch) as fake:
+        fake.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BULK}})
+        names = [f"bulk-{i}" for i in range(6)]
+        for name in names:
+            fake.create({**seeded(kimi_doc, name), "metadata": {"name": name, "namespace": BULK}})
+        # Reads in the bulk namespace are slow: a resync round there outlasts its interval, so the background
+        # lane always has a queue (1 slot of 2: the other is reserved for urgent reconciles).
+        # (Not the kinds kopf watches: only the reconcile's reads.)
+        slow = "configmaps|services|networkpolicies|poddisruptionbudgets|httproutes|podmonitors"
+        fake.add_fault(method="GET", path=rf"/namespaces/{BULK}/({slow})", delay=0.1, times=None)
+        settings = OperatorConfig(
+            namespaces=(NS, BULK), resync_seconds=1.0, post_events=False, max_concurrent_reconciles=2
+        )
+        async with running_operator(settings) as task:
+            fake.create(seeded(kimi_doc, "kimi"))  # created while running: an urgent reconcile
+            await eventually(lambda: converged(fake, "kimi"), timeout=60, what="kimi reconciled")
+            await eventually(
+                lambda: all(converged_in(fake, BULK, n) for n in names), timeout=90, what="the bulk SpecServes"
+            )
+            serving = {n: w for n, w in route_weights(fake, NS, "kimi").items() if w > 0}
+            assert len(serving) == 1, serving  # the example starts with all traffic on one pool
+            (pool,) = serving
+            # The start-up's urgent work (every new pool's events) drains; then only resync rounds run there.
+            await eventually(lambda: one_at_a_time(fake, BULK, 2.0), timeout=60, what="only the resync lane busy")
+            start = len(fake.requests)
+            fake.call(fake.api.set_deployment_ready, NS, pool, 0)  # the serving pool lost its Ready pod
+            await eventually(lambda: route_weights(fake, NS, "kimi").get(pool) == 0, timeout=60, what="failover")
+            moved = len(fake.requests)
+            assert not task.done()
+            # Which bulk SpecServes were read between the trigger and the failover's route write: at most the one
+            # reconcile already running in the background slot, not the round queued behind it.
+            read = {r.query.get("labelSelector", "") for r in fake.requests[start:moved] if r.namespace == BULK}
+            assert len({s for s in read if s}) <= 2, read
+            await eventually(
+                lambda: any(r.namespace == BULK for r in fake.requests[moved:]), what="the round to go on after it"
+            )
+
+
+def converged_in(fake: ThreadedFake, namespace: str, name: str) -> bool:
+    obj = fake.get(SPECSERVES, namespace, name)
+    return bool(obj and (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"])
+
+
+def one_at_a_time(fake: ThreadedFake, namespace: str, seconds: float) -> bool:
+    """Over the last `seconds` (and some reads at all), the reconciles in `namespace` ran one after the other: each
+    SpecServe's reads form one run, never interleaved with another's."""
+    stamped = fake.stamped()
+    if not stamped or stamped[-1][0] - stamped[0][0] < seconds:
+        return False
+    since = stamped[-1][0] - seconds
+    runs = [r.query.get("labelSelector", "") for t, r in stamped if t >= since and r.namespace == namespace]
+    runs = [s for s in runs if s]
+    grouped = [s for i, s in enumerate(runs) if i == 0 or runs[i - 1] != s]
+    return len(grouped) >= 2 and len(grouped) == len(set(grouped))

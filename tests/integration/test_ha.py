@@ -133,7 +133,7 @@ def about(request: RecordedRequest, name: str) -> bool:
 
 
 def config(**overrides: Any) -> OperatorConfig:
-    return OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=False, **overrides)
+    return OperatorConfig(**{"namespaces": (NS,), "resync_seconds": RESYNC, "post_events": False, **overrides})
 
 
 async def test_no_finalizer_is_added_and_an_old_one_is_removed(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
