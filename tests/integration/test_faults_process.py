@@ -155,3 +155,27 @@ def one_at_a_time(fake: ThreadedFake, namespace: str, seconds: float) -> bool:
     runs = [s for s in runs if s]
     grouped = [s for i, s in enumerate(runs) if i == 0 or runs[i - 1] != s]
     return len(grouped) >= 2 and len(grouped) == len(set(grouped))
+
+
+def condition(fake: ThreadedFake, name: str, type_: str) -> tuple[str, str] | None:
+    obj = fake.get(SPECSERVES, NS, name) or {}
+    cond = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
+    return (cond["status"], cond["reason"]) if cond else None
+
+
+async def test_without_the_gateway_api_only_the_route_is_missing_and_stale_pools_are_pruned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kimi_doc: dict[str, Any]
+) -> None:
+    with threaded_fake(tmp_path, monkeypatch, gateway_api=False) as fake:
+        async with running_operator(config()) as task:
+            fake.create(seeded(kimi_doc, "kimi"))
+            await eventually(lambda: len(pools_of(fake, "kimi")) == 2, what="both pools")
+            await eventually(
+                lambda: condition(fake, "kimi", "RouteReady") == ("False", "NotInstalled"), what="RouteReady"
+            )
+            fake.patch(SPECSERVES, NS, "kimi", {"spec": {"strategy": "Restart"}})
+            await eventually(lambda: pools_of(fake, "kimi") == ["kimi-engine"], what="the old pools pruned")
+            await eventually(lambda: converged(fake, "kimi"), what="the new generation observed")
+            assert condition(fake, "kimi", "RouteReady") == ("False", "NotInstalled")
+            assert condition(fake, "kimi", "Degraded") == ("False", "AsExpected")  # no apply failure reported
+            assert not task.done()

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from specserve.kube.client import KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
-from specserve.kube.kinds import OWNED_KINDS, PODMONITOR, Kind, kind_of
+from specserve.kube.kinds import HTTPROUTE, OWNED_KINDS, PODMONITOR, Kind, kind_of
 from specserve.reconcile.intent import ref
 from specserve.render.manifests import LABEL_INSTANCE
 
@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 # Kinds whose API may be absent (a 404 on apply means "not installed", and only their own condition says so).
 OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
+# Kinds of optional APIs (CRDs a cluster may lack): a 404 on their apply means "not installed", never a failure
+# that holds the rest of the pass (pruning included) back. Their own condition says so.
+MAY_BE_ABSENT = frozenset({PODMONITOR.kind, HTTPROUTE.kind})
 
 
 class Kube(Protocol):
@@ -105,6 +108,9 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
             out.live[key] = await kube.apply(with_applied_hash(manifest))
             out.applied.append(key)
         except KubeError as exc:
+            if exc.status == 404 and manifest["kind"] in MAY_BE_ABSENT:
+                out.not_installed.add(key)
+                continue
             if manifest["kind"] in OPTIONAL_KINDS:
                 out.optional[key] = str(exc)
                 if exc.status == 404:

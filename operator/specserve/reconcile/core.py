@@ -294,7 +294,8 @@ def _observe(
     ]
     by_flavour = {p.flavour.speculative: health[p.name] for p in the_pools}
     route_requested = obj.spec.routing.gateway is not None
-    route_live = live.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")
+    route_key = f"{HTTPROUTE.kind}/{obj.metadata.name}"
+    route_live = live.get(route_key)
     weights = _live_weights(route_backends(route_live), flavours, live) if route_requested else None
     engine = health.get(the_pools[0].name) if len(the_pools) == 1 else None
     progressing = None
@@ -309,7 +310,7 @@ def _observe(
         weights=weights,
         speculative_pool=by_flavour.get(True),
         baseline_pool=by_flavour.get(False),
-        route=RouteHealth.observe(route_requested, route_live),
+        route=RouteHealth.observe(route_requested, route_live, installed=route_key not in applied.not_installed),
         problems=tuple(applied.failures + prune_failures),
         pools=tuple(health.values()) + tuple(replaced),
         progressing=progressing,
