@@ -148,6 +148,7 @@ async def reconcile(
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
     the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old))
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
+    skip |= {ref(m) for m in desired if m["kind"] in snap.unread}  # not read this pass: left as they are
     to_apply = [
         with_route_weights(m, the_plan.route_weights) if ref(m) == route_key else m
         for m in desired
@@ -155,6 +156,7 @@ async def reconcile(
     ]
     applied = await apply_changed(kube, to_apply, snap.owned)
     pruned, prune_failures = ([], []) if applied.failures else await _prune(kube, obj, desired, snap, the_plan)
+    prune_failures += [f"{why}; left as they are this pass" for why in snap.unread.values()]
 
     live = {**snap.owned, **applied.live}
     seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures)
