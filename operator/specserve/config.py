@@ -39,6 +39,7 @@ class OperatorConfig:
     # At most this many SpecServes reconcile at once (the rest wait their turn), whatever fires them.
     max_concurrent_reconciles: int = 8
     api_timeout_seconds: float = 30.0  # one Kubernetes API request, per attempt
+    read_timeout_seconds: float = 10.0  # a whole read (GET or LIST), its retries included
     # Which host paths SpecServes may mount (check_install_policy; `--allow-host-path`): none by default.
     install_policy: InstallPolicy = field(default_factory=InstallPolicy)
     api_connect_timeout_seconds: float = 5.0
@@ -51,7 +52,7 @@ class OperatorConfig:
     def __post_init__(self) -> None:
         if self.max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
-        if self.api_timeout_seconds <= 0 or self.api_connect_timeout_seconds <= 0:
+        if min(self.api_timeout_seconds, self.api_connect_timeout_seconds, self.read_timeout_seconds) <= 0:
             raise ValueError("API timeouts must be positive")
 
 

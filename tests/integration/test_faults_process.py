@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from specserve.commands.run import LeadershipLostError
+from specserve.commands.run import LeadershipLostError, serve
 from specserve.config import OperatorConfig
+from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES
 from tests.integration.kube_emulator import eventually, running_operator
 from tests.integration.test_ha import NS, ThreadedFake, config, converged, lease_config, seeded, threaded_fake
@@ -179,3 +180,32 @@ async def test_without_the_gateway_api_only_the_route_is_missing_and_stale_pools
             assert condition(fake, "kimi", "RouteReady") == ("False", "NotInstalled")
             assert condition(fake, "kimi", "Degraded") == ("False", "AsExpected")  # no apply failure reported
             assert not task.done()
+
+
+async def test_a_hung_list_of_one_kind_costs_its_timeout_and_the_rest_is_reconciled(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    fake.add_fault(method="GET", path=r"/poddisruptionbudgets", hang=True, times=None)
+    stop = asyncio.Event()
+    kube = KubeClient.from_environment(ClientOptions(request_timeout=5, read_timeout=0.5, backoff_base=0.05))
+    task = asyncio.create_task(serve(config(), kube, stop_flag=stop))
+    try:
+        fake.create(seeded(kimi_doc, "kimi"))
+        await eventually(lambda: len(pools_of(fake, "kimi")) == 2, what="the pools applied")
+        await eventually(lambda: route_weights(fake, NS, "kimi"), what="the route applied")
+        await eventually(
+            lambda: condition(fake, "kimi", "BaselinePoolReady") == ("True", "PodsReady"), what="a pool reported"
+        )
+        obj = fake.get(SPECSERVES, NS, "kimi") or {}
+        degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
+        assert degraded["status"] == "True" and "poddisruptionbudgets" in degraded["message"]  # named in status
+        fake.patch(SPECSERVES, NS, "kimi", {"spec": {"pools": {"baseline": {"replicas": 2}}}})
+        await eventually(
+            lambda: (fake.get(DEPLOYMENTS, NS, "kimi-base") or {})["spec"]["replicas"] == 2,
+            what="a spec change applied",
+        )
+        assert not task.done()  # nothing escaped to kill the operator
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=30)

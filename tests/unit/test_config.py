@@ -177,3 +177,10 @@ def test_kube_errors_reach_kopf_as_temporary_errors_and_bugs_keep_their_tracebac
     assert caught.value.delay == 7 and "HTTP 503: busy" in str(caught.value)
     with pytest.raises(ZeroDivisionError):
         asyncio.run(timer_fn())
+
+
+def test_the_read_timeout_bounds_a_whole_read() -> None:
+    config = config_from(parse("--read-timeout-seconds", "3"))
+    assert config.read_timeout_seconds == 3 and client_options(config).read_timeout == 3
+    with pytest.raises(ValueError, match="positive"):
+        OperatorConfig(read_timeout_seconds=0)

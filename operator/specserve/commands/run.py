@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-timeout-seconds", type=float, default=30.0, help="timeout of one Kubernetes API request (default 30)"
     )
     parser.add_argument(
+        "--read-timeout-seconds",
+        type=float,
+        default=10.0,
+        help="a whole read (GET or LIST, retries included); a hung read of one kind costs a reconcile this long "
+        "(default 10)",
+    )
+    parser.add_argument(
         "--leader-elect",
         action="store_true",
         help="act only while holding a coordination.k8s.io Lease (for more than one replica)",
@@ -102,6 +109,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         prometheus_url=args.prometheus_url,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         api_timeout_seconds=args.api_timeout_seconds,
+        read_timeout_seconds=args.read_timeout_seconds,
         leader_election=_leader_election(args),
         install_policy=InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write),
     )
@@ -113,6 +121,7 @@ def client_options(config: OperatorConfig) -> ClientOptions:
         connect_timeout=config.api_connect_timeout_seconds,
         request_timeout=config.api_timeout_seconds,
         connection_limit=max(8, 2 * config.max_concurrent_reconciles),
+        read_timeout=config.read_timeout_seconds,
     )
 
 

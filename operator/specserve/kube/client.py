@@ -61,6 +61,9 @@ class ClientOptions:
     backoff_base: float = 0.25  # seconds; doubles per attempt, full jitter
     backoff_max: float = 8.0  # also caps a server's Retry-After
     connection_limit: int = 32  # concurrent connections to the API server
+    # A whole read (GET or LIST, its retries included): a hung read of one kind costs a reconcile this long at
+    # most, not attempts x request_timeout plus backoff.
+    read_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,15 @@ class KubeClient:
             raise KubeError(status, f"{method} {path}: HTTP {status}: expected an object, got {data!r:.200}")
         return data
 
+    async def _read(self, path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
+        try:
+            return await asyncio.wait_for(self._call("GET", path, query=query), timeout=self._options.read_timeout)
+        except TimeoutError:
+            raise KubeError(0, f"GET {path}: no answer within {self._options.read_timeout:g} s") from None
+
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
         path = kind.object_path(namespace, name)
-        status, data = await self._call("GET", path)
+        status, data = await self._read(path)
         if status == 404:
             return None
         if status >= 300:
@@ -241,7 +250,7 @@ class KubeClient:
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
         path = kind.collection_path(namespace)
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        status, data = await self._call("GET", path, query={"labelSelector": selector})
+        status, data = await self._read(path, query={"labelSelector": selector})
         if status == 404:
             return []  # the kind is not installed (e.g. no Prometheus Operator)
         if status >= 300:
