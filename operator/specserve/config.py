@@ -38,6 +38,8 @@ class OperatorConfig:
     extra_labels: dict[str, str] = field(default_factory=dict)
     # At most this many SpecServes reconcile at once (the rest wait their turn), whatever fires them.
     max_concurrent_reconciles: int = 8
+    # At most this many pools roll their pod template at once across the cluster (None: no limit).
+    max_concurrent_rolls: int | None = None
     api_timeout_seconds: float = 30.0  # one Kubernetes API request, per attempt
     read_timeout_seconds: float = 10.0  # a whole read (GET or LIST), its retries included
     # Which host paths SpecServes may mount (check_install_policy; `--allow-host-path`): none by default.
@@ -52,6 +54,8 @@ class OperatorConfig:
     def __post_init__(self) -> None:
         if self.max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
+        if self.max_concurrent_rolls is not None and self.max_concurrent_rolls < 1:
+            raise ValueError("--max-concurrent-rolls must be at least 1 (leave it out for no limit)")
         if min(self.api_timeout_seconds, self.api_connect_timeout_seconds, self.read_timeout_seconds) <= 0:
             raise ValueError("API timeouts must be positive")
 

@@ -18,6 +18,7 @@ from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
 from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
+from specserve.reconcile.rolls import RollBudget
 from specserve.render.manifests import LABEL_INSTANCE
 from specserve.resync import resync_forever
 from specserve.slots import slot
@@ -65,6 +66,7 @@ async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  # noqa: PLR0915 (one wiring)
     resource = (GROUP, VERSION, PLURAL)
     tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
+    rolls = RollBudget(config.max_concurrent_rolls)  # pools rolling a template change, across the cluster
 
     async def reconcile_latest(
         body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
@@ -74,7 +76,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         # The freshest body the watch delivered (status included) beats the one this handler was handed.
         latest = tracked.get(Registry.key(body))
         plain = latest.body if latest is not None else _plain(body)
-        outcome = await reconcile(kube, plain, last_write=memo.get("last_write"), install=config.install_policy)
+        outcome = await reconcile(
+            kube, plain, last_write=memo.get("last_write"), install=config.install_policy, rolls=rolls
+        )
         if outcome.write is not None:
             memo["last_write"] = outcome.write
         return plain, outcome
@@ -135,6 +139,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         if event.get("type") == "DELETED":
             memo[GONE] = True  # reconciles already queued behind the lock must not re-create its children
             tracked.forget(body)
+            rolls.forget(Registry.key(body))
         else:
             tracked.update(_plain(body), memo)
 

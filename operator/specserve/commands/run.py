@@ -51,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-concurrent-reconciles", type=int, default=8, help="SpecServes reconciled at once (default 8)"
     )
     parser.add_argument(
+        "--max-concurrent-rolls",
+        type=int,
+        default=None,
+        help="pools rolling a changed pod template at once across the cluster, e.g. after an operator upgrade "
+        "(default: no limit)",
+    )
+    parser.add_argument(
         "--api-timeout-seconds", type=float, default=30.0, help="timeout of one Kubernetes API request (default 30)"
     )
     parser.add_argument(
@@ -108,6 +115,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         metrics_port=args.metrics_port,
         prometheus_url=args.prometheus_url,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        max_concurrent_rolls=args.max_concurrent_rolls,
         api_timeout_seconds=args.api_timeout_seconds,
         read_timeout_seconds=args.read_timeout_seconds,
         leader_election=_leader_election(args),

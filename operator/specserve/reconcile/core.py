@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from specserve.reconcile.intent import (
     with_template_hash,
 )
 from specserve.reconcile.rollout import Plan, World, announced_in, plan
+from specserve.reconcile.rolls import RollBudget
 from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
@@ -124,6 +125,7 @@ async def reconcile(
     last_write: StatusWrite | None = None,
     now: Callable[[], str] = _now,
     install: InstallPolicy = NO_HOST_PATHS,
+    rolls: RollBudget | None = None,
 ) -> Outcome:
     old, server = _current(body, last_write)
     try:
@@ -146,7 +148,13 @@ async def reconcile(
         return Outcome(status_written=write is not None, status=new, write=write)
 
     route_key = f"{HTTPROUTE.kind}/{meta.name}"
-    the_plan = plan(_world(obj, tgt, the_pools, desired, snap, old))
+    world = _world(obj, tgt, the_pools, desired, snap, old)
+    if rolls is not None:  # the cluster-wide roll budget: read and updated with no await in between
+        owner = (meta.namespace, meta.name)
+        world = replace(world, roll_slots=rolls.slots(owner, world))
+    the_plan = plan(world)
+    if rolls is not None:
+        rolls.record(owner, world, the_plan)
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
     skip |= {ref(m) for m in desired if m["kind"] in snap.unread}  # not read this pass: left as they are
     to_apply = [

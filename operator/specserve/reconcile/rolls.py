@@ -1,0 +1,68 @@
+"""The cluster-wide roll budget (`--max-concurrent-rolls`): at most N pools roll their pod template at once,
+across every SpecServe, so a new operator release that changes many rendered templates rolls them a few at a time.
+
+Counting only (the planner decides which pool would roll; World.roll_slots is its input). Kept in memory: after an
+operator restart, a pool still mid-roll (pods of an older template left, or a generation not yet observed) counts
+again from the first reconcile that sees it. A SpecServe's count is replaced by each of its reconciles, in the same
+synchronous step as its plan, so two reconciles never both take the last slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from specserve.reconcile.rollout import DesiredPool, LivePool, Plan, World
+
+Owner = tuple[str, str]  # namespace, SpecServe name
+
+
+class RollBudget:
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit < 1:
+            raise ValueError("--max-concurrent-rolls must be at least 1")
+        self.limit = limit
+        self._rolling: dict[Owner, frozenset[str]] = {}
+
+    @property
+    def rolling(self) -> Mapping[Owner, frozenset[str]]:
+        return self._rolling
+
+    def in_progress(self, owner: Owner, world: World) -> frozenset[str]:
+        """This SpecServe's rolls still running: pools it let roll that are not yet settled on their new template,
+        and pools mid-roll (what an operator restart finds)."""
+        desired = {p.name: p for p in world.desired}
+        granted = self._rolling.get(owner, frozenset())
+        return frozenset(
+            name
+            for name, live in world.live.items()
+            if name in desired and _rolling(live, desired[name], name in granted)
+        )
+
+    def slots(self, owner: Owner, world: World) -> int | None:
+        """How many new rolls this SpecServe may start now (None: no limit)."""
+        if self.limit is None:
+            return None
+        others = sum(len(pools) for key, pools in self._rolling.items() if key != owner)
+        return max(0, self.limit - others - len(self.in_progress(owner, world)))
+
+    def record(self, owner: Owner, world: World, plan: Plan) -> None:
+        """After planning: this SpecServe's rolls are those still running and those the plan lets start now."""
+        started = {
+            p.name
+            for p in world.desired
+            if (live := world.live.get(p.name)) is not None and not live.template_current and p.name not in plan.held
+        }
+        rolling = self.in_progress(owner, world) | started
+        if rolling:
+            self._rolling[owner] = rolling
+        else:
+            self._rolling.pop(owner, None)
+
+    def forget(self, owner: Owner) -> None:
+        self._rolling.pop(owner, None)
+
+
+def _rolling(live: LivePool, desired: DesiredPool, granted: bool) -> bool:
+    if not live.template_current:
+        return granted  # let through earlier, its new template not yet seen as current (e.g. apply failed)
+    return live.mid_roll or (granted and not live.settled(desired))
