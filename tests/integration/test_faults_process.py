@@ -209,3 +209,46 @@ async def test_a_hung_list_of_one_kind_costs_its_timeout_and_the_rest_is_reconci
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=30)
+
+
+def rolled(fake: ThreadedFake, namespace: str, priority: str) -> dict[str, bool]:
+    """Deployments running the new template -> whether the controller finished rolling them."""
+    out = {}
+    for d in fake.call(fake.api.list, DEPLOYMENTS, namespace):
+        if d["spec"]["template"]["spec"].get("priorityClassName") == priority:
+            done = (d.get("status") or {}).get("observedGeneration") == d["metadata"]["generation"]
+            out[d["metadata"]["name"]] = done
+    return out
+
+
+async def test_max_concurrent_rolls_is_honoured_across_specserves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kimi_doc: dict[str, Any]
+) -> None:
+    names = ["a", "b", "c"]
+    with threaded_fake(tmp_path, monkeypatch, auto_ready=False) as fake:
+        async with running_operator(config(max_concurrent_rolls=2)) as task:
+            for name in names:
+                fake.create(seeded(kimi_doc, name))
+            await eventually(lambda: len(fake.call(fake.api.list, DEPLOYMENTS, NS)) == 6, what="six pools")
+            for d in fake.call(fake.api.list, DEPLOYMENTS, NS):
+                fake.call(fake.api.set_deployment_ready, NS, d["metadata"]["name"])
+            await eventually(lambda: all(converged(fake, n) for n in names), what="all Ready")
+            # A change of every SpecServe's pod template at once (as a new operator release renders).
+            for name in names:
+                fake.patch(SPECSERVES, NS, name, {"spec": {"placement": {"priorityClassName": "llm-batch"}}})
+            seen_waiting = False
+            for _ in range(200):
+                now = rolled(fake, NS, "llm-batch")
+                rolling = [n for n, done in now.items() if not done]
+                assert len(rolling) <= 2, rolling  # never more than the budget at once
+                if len(now) == 6 and not rolling:
+                    break
+                seen_waiting = seen_waiting or any(
+                    (condition(fake, n, "Progressing") or ("", ""))[1] == "WaitingForRollSlot" for n in names
+                )
+                await asyncio.sleep(0.3)
+                for name in rolling:  # the Deployment controller finishes what was let through
+                    fake.call(fake.api.set_deployment_ready, NS, name)
+            assert len(rolled(fake, NS, "llm-batch")) == 6  # every pool rolled in the end
+            assert seen_waiting  # and the held ones said why
+            assert not task.done()
