@@ -18,6 +18,7 @@ from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
 from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
+from specserve.reconcile.rendered import forget as forget_render
 from specserve.reconcile.rolls import RollBudget
 from specserve.render.manifests import LABEL_INSTANCE
 from specserve.resync import resync_forever
@@ -140,6 +141,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             memo[GONE] = True  # reconciles already queued behind the lock must not re-create its children
             tracked.forget(body)
             rolls.forget(Registry.key(body))
+            forget_render(*Registry.key(body))
         else:
             tracked.update(_plain(body), memo)
 

@@ -26,12 +26,11 @@ from specserve.reconcile.intent import (
     ref,
     route_backends,
     with_route_weights,
-    with_template_hash,
 )
+from specserve.reconcile.rendered import rendered
 from specserve.reconcile.rollout import Plan, World, announced_in, plan
 from specserve.reconcile.rolls import RollBudget
 from specserve.reconcile.target import Target, rendered_spec, target
-from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
     BASELINE_POOL_READY,
@@ -138,7 +137,7 @@ async def reconcile(
     tgt = target(obj, old)
     shown = rendered_spec(obj, old)
     the_pools = pools(shown, tgt.mode)
-    desired = [with_template_hash(m) if m["kind"] == DEPLOYMENT.kind else m for m in render(shown, tgt.mode)]
+    desired = rendered(shown, tgt.mode)  # the last render while nothing changed (render() is pure)
     meta = obj.metadata
     snap = await snapshot(kube, meta.namespace, meta.name, meta.uid, desired)
     if snap.read_errors:
