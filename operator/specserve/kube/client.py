@@ -14,6 +14,7 @@ import logging
 import os
 import random
 import ssl
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 # Worth retrying: throttled, or the server (or something in front of it) failed without acting on the request.
 RETRIABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 EVENT = Kind("v1", "Event", "events")
+AUTH_REFRESH_SECONDS = 30.0  # how long credentials read from the configuration are reused
 _sleep = asyncio.sleep  # the backoff's sleep, on its own name so tests can record delays without waiting
 
 
@@ -104,6 +106,7 @@ class KubeClient:
         self._proxy = proxy if proxy and not should_bypass_proxies(self._host, configuration.no_proxy or "") else None
         self._session: aiohttp.ClientSession | None = None
         self._may_write: Callable[[], bool] | None = None
+        self._auth: tuple[float, dict[str, str]] | None = None  # when the headers were read, the headers
 
     def fence(self, may_write: Callable[[], bool]) -> None:
         """Send no write (POST, PUT, PATCH, DELETE; every retry included) unless `may_write()` says so at that
@@ -148,12 +151,18 @@ class KubeClient:
         self._session = None
 
     def _auth_headers(self) -> dict[str, str]:
-        # auth_settings() runs the configuration's refresh hook: rotated in-cluster tokens, exec plugins.
+        # auth_settings() runs the configuration's refresh hook (rotated in-cluster tokens, exec plugins): with a
+        # kubeconfig it re-reads the whole configuration (a tenth of a steady-state reconcile's CPU when it ran
+        # per request), so its headers are reused for a while; rotated tokens stay valid far longer.
+        now = time.monotonic()
+        if self._auth is not None and now - self._auth[0] < AUTH_REFRESH_SECONDS:
+            return self._auth[1]
         headers: dict[str, str] = {}
         settings: dict[str, Any] = dict(self._configuration.auth_settings())
         for setting in settings.values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[str(setting["key"])] = str(setting["value"])
+        self._auth = (now, headers)
         return headers
 
     async def _once(self, method: str, url: str, body: Any, content_type: str) -> _Response:
@@ -208,6 +217,9 @@ class KubeClient:
                 raise FencedError(method, path)
             try:
                 response = await self._once(method, url, body, content_type)
+                if response.status == 401 and self._auth is not None:
+                    self._auth = None  # the reused credentials expired: read them again, once
+                    response = await self._once(method, url, body, content_type)
             except KubeError as exc:
                 if attempt + 1 >= tries:
                     raise KubeError(exc.status, f"{method} {path}: {exc}") from exc
