@@ -31,6 +31,8 @@ class LeaderElection:
 class OperatorConfig:
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     resync_seconds: float = 30.0  # drift repair and readiness refresh
+    # A clean, unchanged SpecServe is still reconciled by every this-many-th resync round (1: every round).
+    full_resync_every: int = 4
     liveness_endpoint: str | None = None
     metrics_port: int | None = None
     prometheus_url: str | None = None  # default for spec.switching.metrics.prometheusUrl
@@ -54,6 +56,8 @@ class OperatorConfig:
     def __post_init__(self) -> None:
         if self.max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
+        if self.full_resync_every < 1:
+            raise ValueError("--full-resync-every must be at least 1")
         if self.max_concurrent_rolls is not None and self.max_concurrent_rolls < 1:
             raise ValueError("--max-concurrent-rolls must be at least 1 (leave it out for no limit)")
         if min(self.api_timeout_seconds, self.api_connect_timeout_seconds, self.read_timeout_seconds) <= 0:

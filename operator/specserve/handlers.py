@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Mapping, MutableMapping
 from typing import Any, cast
 
@@ -16,14 +17,16 @@ from specserve import telemetry
 from specserve.api.models import GROUP, PLURAL, VERSION, ConditionStatus
 from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
+from specserve.kube.client import KubeError
+from specserve.kube.kinds import OWNED_KINDS
 from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
 from specserve.reconcile.rendered import forget as forget_render
 from specserve.reconcile.rolls import RollBudget
 from specserve.render.manifests import LABEL_INSTANCE
-from specserve.resync import resync_forever
+from specserve.resync import fingerprints, resync_forever
 from specserve.slots import slot
-from specserve.status import READY, pool_moved
+from specserve.status import DEGRADED, PROGRESSING, READY, pool_moved
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
 from specserve.switching.sources import Sources
 
@@ -64,6 +67,76 @@ async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) 
             await post(dict(body), reason=reason, message=message, type_="Warning")
 
 
+class ResyncProbe:
+    """What changed since the last resync round, read with one LIST per owned kind and namespace (every object a
+    SpecServe owns carries its instance label). A SpecServe whose last resync reconcile was clean (nothing
+    written, nothing failed, settled) and whose objects and own resourceVersion are unchanged is skipped this round;
+    every `full_every`-th round reconciles it anyway (what no resourceVersion shows: time, other kinds)."""
+
+    def __init__(self, tracked: Registry, kube: Any, full_every: int) -> None:
+        self._tracked, self._kube, self._full_every = tracked, kube, full_every
+        self._prints: dict[tuple[str, str], str] = {}
+        self._probed: set[str] = set()  # namespaces read this round
+
+    async def read(self) -> None:
+        self._prints, self._probed = {}, set()
+        lister = getattr(self._kube, "list_labelled", None)  # a KubeClient (tests may hand in a stand-in)
+        if self._full_every <= 1 or lister is None:
+            return
+        per_namespace = Counter(ns for ns, _ in self._tracked.items)
+        for namespace, count in per_namespace.items():
+            if count < 2:  # nothing to gain over the SpecServe's own reads
+                continue
+            rows: list[tuple[str, dict[str, Any]]] = []
+            try:
+                for kind in OWNED_KINDS:
+                    for item in await lister(kind, namespace, LABEL_INSTANCE):
+                        meta = item.get("metadata") or {}
+                        rows.append((kind.kind, {"metadata": {k: meta.get(k) for k in _PRINTED}}))
+            except KubeError as exc:
+                log.warning("resync: could not read %s (every SpecServe there is reconciled): %s", namespace, exc)
+                continue
+            self._prints.update(fingerprints(rows, LABEL_INSTANCE))
+            self._probed.add(namespace)
+
+    def _print(self, item: Tracked) -> tuple[str, str] | None:
+        meta = item.body.get("metadata") or {}
+        key = Registry.key(item.body)
+        if key[0] not in self._probed:
+            return None
+        return self._prints.get(key, ""), str(meta.get("resourceVersion"))
+
+    def unchanged(self, item: Tracked) -> bool:
+        now, clean = self._print(item), item.memo.get(CLEAN)
+        if now is None or clean is None or clean[0] != now or clean[1] + 1 >= self._full_every:
+            return False
+        item.memo[CLEAN] = (now, clean[1] + 1)
+        return True
+
+    def reconciled(self, item: Tracked, outcome: Outcome | None) -> None:
+        now = self._print(item)
+        if now is not None and outcome is not None and _clean(outcome):
+            item.memo[CLEAN] = (now, 0)
+        else:
+            item.memo.pop(CLEAN, None)
+
+
+CLEAN = "specserve.clean"  # per-object memo: (fingerprint, rounds skipped) after a clean resync reconcile
+_PRINTED = ("name", "namespace", "labels", "resourceVersion", "ownerReferences")
+
+
+def _clean(outcome: Outcome) -> bool:
+    """Nothing to do and nothing pending: the reconcile wrote nothing, nothing failed, the rollout is settled."""
+    if outcome.applied or outcome.pruned or outcome.status_written or outcome.invalid or outcome.warnings:
+        return False
+    if outcome.held or outcome.status is None:
+        return False
+    # Not Ready can be clean too (a Gateway that has not accepted the route yet): what would change that changes
+    # a resourceVersion. A failure (Degraded) is retried every round: a refused write may pass the next time.
+    conds = {c.type: c.status for c in outcome.status.conditions}
+    return (conds.get(PROGRESSING), conds.get(DEGRADED)) == (ConditionStatus.FALSE, ConditionStatus.FALSE)
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  # noqa: PLR0915 (one wiring)
     resource = (GROUP, VERSION, PLURAL)
     tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
@@ -86,7 +159,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
 
     async def run_once(
         body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger, urgent: bool = True
-    ) -> None:
+    ) -> Outcome | None:
         kube: Kube = memo["kube"]
         # One reconcile per object at a time: change handlers, the resync loop and the switching loop.
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
@@ -100,11 +173,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             # reconcile reads the same live state, level-based.
             async with slot(memo, urgent=False):
                 if lock.locked():
-                    return
+                    return None
                 async with lock:
                     result = await reconcile_latest(body, memo, kube)
         if result is None:
-            return
+            return None
         plain, outcome = result
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
@@ -117,6 +190,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             logger.info("applied %s", ref)
         for ref in outcome.pruned:
             logger.info("pruned %s", ref)
+        return outcome
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -172,15 +246,25 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         async def trigger(item: Tracked) -> None:
             await run_once(item.body, item.memo, log)  # the switching loop's decision: urgent
 
+        probe = ResyncProbe(tracked, memo["kube"], config.full_resync_every)
+
         async def resync(item: Tracked) -> None:
-            await run_once(item.body, item.memo, log, urgent=False)
+            # A SpecServe left clean by its last resync, with nothing it owns changed since, is not reconciled
+            # again (at most full_resync_every - 1 rounds in a row): a round costs one LIST per kind and
+            # namespace instead of seven LISTs per SpecServe.
+            if probe.unchanged(item):
+                return
+            outcome = await run_once(item.body, item.memo, log, urgent=False)
+            probe.reconciled(item, outcome)
 
         loop = SwitchingLoop(
             tracked, memo["kube"], sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url)
         )
         stop = asyncio.Event()
         switching = asyncio.create_task(loop.run(stop), name="specserve switching")
-        resyncing = asyncio.create_task(resync_forever(tracked, resync, config.resync_seconds, stop), name="resync")
+        resyncing = asyncio.create_task(
+            resync_forever(tracked, resync, config.resync_seconds, stop, before_round=probe.read), name="resync"
+        )
         memo["loops"] = (stop, switching, resyncing, sources)
 
     @kopf.on.cleanup(registry=registry)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.switching.loop import Registry, Tracked
@@ -25,6 +28,25 @@ from specserve.switching.loop import Registry, Tracked
 log = logging.getLogger(__name__)
 
 Reconcile = Callable[[Tracked], Awaitable[None]]
+BeforeRound = Callable[[], Awaitable[None]]
+Key = tuple[str, str]
+
+
+def fingerprints(listed: Iterable[tuple[str, dict[str, Any]]], label: str) -> dict[Key, str]:
+    """(namespace, instance) -> a digest of every object (kind, name, resourceVersion, owners) labelled with that
+    instance: equal digests mean nothing any SpecServe owns changed in between (every write bumps the
+    resourceVersion). `listed` holds (kind, object) pairs."""
+    seen: dict[Key, list[tuple[str, ...]]] = defaultdict(list)
+    for kind, obj in listed:
+        meta = obj.get("metadata") or {}
+        instance = (meta.get("labels") or {}).get(label)
+        if instance is None:
+            continue
+        owners = ",".join(sorted(str(r.get("uid")) for r in meta.get("ownerReferences") or []))
+        seen[(str(meta.get("namespace", "")), str(instance))].append(
+            (kind, str(meta.get("name")), str(meta.get("resourceVersion")), owners)
+        )
+    return {key: hashlib.blake2b(repr(sorted(rows)).encode(), digest_size=16).hexdigest() for key, rows in seen.items()}
 
 
 def phase(item: Tracked, interval: float) -> float:
@@ -83,13 +105,22 @@ async def resync_round(
     return failed
 
 
-async def resync_forever(registry: Registry, reconcile: Reconcile, interval: float, stop: asyncio.Event) -> None:
+async def resync_forever(
+    registry: Registry,
+    reconcile: Reconcile,
+    interval: float,
+    stop: asyncio.Event,
+    before_round: BeforeRound | None = None,
+) -> None:
     """A round every `interval` seconds (the first one interval after the start: the start-up already reconciled
     everything), each SpecServe at its own phase within the interval, until `stop` is set. A round that runs
-    over (more work than the slots get through in an interval) delays the next one: rounds never pile up."""
+    over (more work than the slots get through in an interval) delays the next one: rounds never pile up.
+    `before_round` runs first in each round (handlers read what changed since the last round there)."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=interval)
     while not stop.is_set():
         began = time.monotonic()
+        if before_round is not None:
+            await before_round()
         await resync_round(registry, reconcile, spread=interval, stop=stop)
         await _until(began + interval, stop)

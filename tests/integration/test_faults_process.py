@@ -13,9 +13,10 @@ import pytest
 from specserve.commands.run import LeadershipLostError, serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES
+from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SERVICES, SPECSERVES
+from specserve.render.manifests import LABEL_INSTANCE
 from tests.integration.kube_emulator import eventually, running_operator
-from tests.integration.test_ha import NS, ThreadedFake, config, converged, lease_config, seeded, threaded_fake
+from tests.integration.test_ha import NS, RESYNC, ThreadedFake, config, converged, lease_config, seeded, threaded_fake
 
 LEASE_NS = "specserve-system"
 
@@ -112,9 +113,10 @@ async def test_a_failover_does_not_queue_behind_a_resync_round(
         # (Not the kinds kopf watches: only the reconcile's reads.)
         slow = "configmaps|services|networkpolicies|poddisruptionbudgets|httproutes|podmonitors"
         fake.add_fault(method="GET", path=rf"/namespaces/{BULK}/({slow})", delay=0.1, times=None)
-        settings = OperatorConfig(
-            namespaces=(NS, BULK), resync_seconds=1.0, post_events=False, max_concurrent_reconciles=2
-        )
+        settings = OperatorConfig(  # every round reconciles every SpecServe: the round is the load here
+            namespaces=(NS, BULK), resync_seconds=1.0, post_events=False, max_concurrent_reconciles=2,
+            full_resync_every=1,
+        )  # fmt: skip
         async with running_operator(settings) as task:
             fake.create(seeded(kimi_doc, "kimi"))  # created while running: an urgent reconcile
             await eventually(lambda: converged(fake, "kimi"), timeout=60, what="kimi reconciled")
@@ -252,3 +254,25 @@ async def test_max_concurrent_rolls_is_honoured_across_specserves(
             assert len(rolled(fake, NS, "llm-batch")) == 6  # every pool rolled in the end
             assert seen_waiting  # and the held ones said why
             assert not task.done()
+
+
+async def test_a_resync_round_skips_clean_unchanged_specserves_and_still_repairs_drift(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    names = [f"s{i}" for i in range(4)]
+    async with running_operator(config(full_resync_every=3)) as task:
+        for name in names:
+            fake.create(seeded(kimi_doc, name))
+        await eventually(lambda: all(converged(fake, n) for n in names), what="all reconciled")
+        await asyncio.sleep(RESYNC * 4)  # the start-up's writes settle; the skipping starts
+        start = len(fake.requests)
+        await asyncio.sleep(RESYNC * 6)
+        window = fake.requests[start:]
+        own = [r for r in window if r.query.get("labelSelector", "").startswith(f"{LABEL_INSTANCE}=")]
+        shared = [r for r in window if r.query.get("labelSelector") == LABEL_INSTANCE]
+        # Without skipping: 7 LISTs per SpecServe per round; with it, a full pass every third round at most.
+        assert len(own) <= 7 * len(names) * 6 / 2, len(own)
+        assert shared  # the round's one LIST per kind
+        fake.delete(SERVICES, NS, "s1-base")
+        await eventually(lambda: fake.get(SERVICES, NS, "s1-base") is not None, what="the Service re-created")
+        assert not task.done()

@@ -48,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resync-seconds", type=float, default=30.0, help="drift repair interval (default 30)")
     parser.add_argument(
+        "--full-resync-every",
+        type=int,
+        default=4,
+        help="a resync round skips a SpecServe that is clean and unchanged since its last one, but reconciles it "
+        "every this-many rounds anyway (default 4; 1: every round)",
+    )
+    parser.add_argument(
         "--max-concurrent-reconciles", type=int, default=8, help="SpecServes reconciled at once (default 8)"
     )
     parser.add_argument(
@@ -111,6 +118,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
     return OperatorConfig(
         namespaces=tuple(args.namespace),
         resync_seconds=args.resync_seconds,
+        full_resync_every=args.full_resync_every,
         liveness_endpoint=args.liveness,
         metrics_port=args.metrics_port,
         prometheus_url=args.prometheus_url,

@@ -9,6 +9,7 @@ failures with jittered exponential backoff, and every failure is a KubeError.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import os
@@ -270,6 +271,17 @@ class KubeClient:
         items = self._object("GET", path, status, data).get("items") or []
         # Filter again on our side too: a selector is a request, the labels are the truth.
         return [i for i in items if labels.items() <= (i.get("metadata", {}).get("labels") or {}).items()]
+
+    async def list_labelled(self, kind: Kind, namespace: str, label: str) -> builtins.list[JSON]:
+        """Every object of `kind` in `namespace` that carries `label` (any value): one LIST for many SpecServes."""
+        path = kind.collection_path(namespace)
+        status, data = await self._read(path, query={"labelSelector": label})
+        if status == 404:
+            return []  # the kind is not installed
+        if status >= 300:
+            raise self._fail("GET", path, status, data)
+        items = self._object("GET", path, status, data).get("items") or []
+        return [i for i in items if label in ((i.get("metadata") or {}).get("labels") or {})]
 
     async def apply(self, manifest: JSON) -> JSON:
         """Server-side apply as the `specserve` field manager, taking over conflicting fields (idempotent)."""
