@@ -121,6 +121,7 @@ class ResyncProbe:
             item.memo.pop(CLEAN, None)
 
 
+QUEUED = "specserve.queued"  # per-object memo: an urgent reconcile is waiting for the object's lock
 CLEAN = "specserve.clean"  # per-object memo: (fingerprint, rounds skipped) after a clean resync reconcile
 _PRINTED = ("name", "namespace", "labels", "resourceVersion", "ownerReferences")
 
@@ -164,9 +165,21 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         # One reconcile per object at a time: change handlers, the resync loop and the switching loop.
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
         if urgent:
-            # Lock first, then an urgent slot: triggers queued behind one object's reconcile hold no slot.
-            async with lock, slot(memo, urgent=True):
-                result = await reconcile_latest(body, memo, kube)
+            # A trigger already queued for this object will read everything afresh when it runs (the latest body
+            # from the registry, the live objects from the API): a second one would only repeat it.
+            if memo.get(QUEUED):
+                return None
+            memo[QUEUED] = True
+            try:
+                await lock.acquire()
+            finally:
+                memo[QUEUED] = False
+            try:
+                # Lock first, then an urgent slot: triggers queued behind one object's reconcile hold no slot.
+                async with slot(memo, urgent=True):
+                    result = await reconcile_latest(body, memo, kube)
+            finally:
+                lock.release()
         else:
             # Background work waits for its slot holding no lock (an urgent trigger of the same object must not
             # queue behind a whole round), and skips an object that is being reconciled right now: that
