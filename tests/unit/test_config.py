@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -15,6 +16,7 @@ from specserve.commands.run import add_arguments, build_registry, client_options
 from specserve.config import FINALIZER, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import KubeError
+from specserve.reconcile import Outcome
 from specserve.slots import MEMO_KEY, Slots, slot
 
 
@@ -184,3 +186,39 @@ def test_the_read_timeout_bounds_a_whole_read() -> None:
     assert config.read_timeout_seconds == 3 and client_options(config).read_timeout == 3
     with pytest.raises(ValueError, match="positive"):
         OperatorConfig(read_timeout_seconds=0)
+
+
+def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skips_a_busy_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    gate = asyncio.Event()
+
+    async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
+        calls.append(body["metadata"]["name"])
+        await gate.wait()
+        return Outcome()
+
+    monkeypatch.setattr("specserve.handlers.reconcile", fake_reconcile)
+
+    async def main() -> None:
+        registry = build_registry(OperatorConfig())
+        fns: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
+            h.id.rsplit(".", 1)[-1]: h.fn  # type: ignore[misc]
+            for h in registry._changing.get_all_handlers()
+        }
+        on_change, on_resume = fns["on_change"], fns["on_resume"]
+        memo = kopf.Memo({"kube": object(), MEMO_KEY: Slots(4)})
+        body = {"metadata": {"namespace": "llm", "name": "kimi", "uid": "u"}, "spec": {}}
+        logger = logging.getLogger("test")
+        running = asyncio.create_task(on_change(body=body, memo=memo, logger=logger))
+        await asyncio.sleep(0.01)  # reconciling
+        queued = [asyncio.create_task(on_change(body=body, memo=memo, logger=logger)) for _ in range(3)]
+        background = asyncio.create_task(on_resume(body=body, memo=memo, logger=logger))
+        await asyncio.sleep(0.01)
+        assert background.done()  # the object is being reconciled: a resync-lane pass has nothing to add
+        gate.set()
+        await asyncio.gather(running, *queued, background)
+
+    asyncio.run(main())
+    assert calls == ["kimi", "kimi"]  # the running one, then one for the three queued behind it
