@@ -57,14 +57,14 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
 
 
 async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) -> None:
-    try:
+    # Through our own client when there is one: its writes are fenced by the leader Lease (kopf's poster is not),
+    # and it works outside a kopf handler too (a reconcile the switching loop triggered has no kopf event queue).
+    post = getattr(kube, "post_event", None)
+    if post is not None:
+        await post(dict(body), reason=reason, message=message, type_="Warning")
+        return
+    with contextlib.suppress(LookupError):  # no client of ours (handlers called directly in tests)
         kopf.warn(kopf.Body(cast(kopf.RawBody, dict(body))), reason=reason, message=message)
-    except LookupError:
-        # Outside a kopf handler (a reconcile the switching loop triggered) kopf has no event queue: post it
-        # ourselves, so a DowntimeAhead warning is never lost because the loop, not a resync, found it.
-        post = getattr(kube, "post_event", None)
-        if post is not None:
-            await post(dict(body), reason=reason, message=message, type_="Warning")
 
 
 class ResyncProbe:

@@ -251,6 +251,8 @@ async def test_max_concurrent_rolls_is_honoured_across_specserves(
                 await asyncio.sleep(0.3)
                 for name in rolling:  # the Deployment controller finishes what was let through
                     fake.call(fake.api.set_deployment_ready, NS, name)
+                for name in names:  # and the Gateway accepts each route generation (no settle delay)
+                    fake.call(fake.api.set_route_accepted, NS, name)
             assert len(rolled(fake, NS, "llm-batch")) == 6  # every pool rolled in the end
             assert seen_waiting  # and the held ones said why
             assert not task.done()
