@@ -18,11 +18,16 @@ import hashlib
 import logging
 import time
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from specserve.api.models import ConditionStatus
 from specserve.kube.client import KubeError
+from specserve.kube.kinds import OWNED_KINDS
+from specserve.reconcile import Outcome
+from specserve.render.manifests import LABEL_INSTANCE
+from specserve.status import DEGRADED, PROGRESSING
 from specserve.switching.loop import Registry, Tracked
 
 log = logging.getLogger(__name__)
@@ -124,3 +129,73 @@ async def resync_forever(
             await before_round()
         await resync_round(registry, reconcile, spread=interval, stop=stop)
         await _until(began + interval, stop)
+
+
+class ResyncProbe:
+    """What changed since the last resync round, read with one LIST per owned kind and namespace (every object a
+    SpecServe owns carries its instance label). A SpecServe whose last resync reconcile was clean (nothing
+    written, nothing failed, settled) and whose objects and own resourceVersion are unchanged is skipped this round;
+    every `full_every`-th round reconciles it anyway (what no resourceVersion shows: time, other kinds)."""
+
+    def __init__(self, tracked: Registry, kube: Any, full_every: int) -> None:
+        self._tracked, self._kube, self._full_every = tracked, kube, full_every
+        self._prints: dict[tuple[str, str], str] = {}
+        self._probed: set[str] = set()  # namespaces read this round
+
+    async def read(self) -> None:
+        self._prints, self._probed = {}, set()
+        lister = getattr(self._kube, "list_labelled", None)  # a KubeClient (tests may hand in a stand-in)
+        if self._full_every <= 1 or lister is None:
+            return
+        per_namespace = Counter(ns for ns, _ in self._tracked.items)
+        for namespace, count in per_namespace.items():
+            if count < 2:  # nothing to gain over the SpecServe's own reads
+                continue
+            rows: list[tuple[str, dict[str, Any]]] = []
+            try:
+                for kind in OWNED_KINDS:
+                    for item in await lister(kind, namespace, LABEL_INSTANCE):
+                        meta = item.get("metadata") or {}
+                        rows.append((kind.kind, {"metadata": {k: meta.get(k) for k in _PRINTED}}))
+            except KubeError as exc:
+                log.warning("resync: could not read %s (every SpecServe there is reconciled): %s", namespace, exc)
+                continue
+            self._prints.update(fingerprints(rows, LABEL_INSTANCE))
+            self._probed.add(namespace)
+
+    def _print(self, item: Tracked) -> tuple[str, str] | None:
+        meta = item.body.get("metadata") or {}
+        key = Registry.key(item.body)
+        if key[0] not in self._probed:
+            return None
+        return self._prints.get(key, ""), str(meta.get("resourceVersion"))
+
+    def unchanged(self, item: Tracked) -> bool:
+        now, clean = self._print(item), item.memo.get(CLEAN)
+        if now is None or clean is None or clean[0] != now or clean[1] + 1 >= self._full_every:
+            return False
+        item.memo[CLEAN] = (now, clean[1] + 1)
+        return True
+
+    def reconciled(self, item: Tracked, outcome: Outcome | None) -> None:
+        now = self._print(item)
+        if now is not None and outcome is not None and _clean(outcome):
+            item.memo[CLEAN] = (now, 0)
+        else:
+            item.memo.pop(CLEAN, None)
+
+
+CLEAN = "specserve.clean"  # per-object memo: (fingerprint, rounds skipped) after a clean resync reconcile
+_PRINTED = ("name", "namespace", "labels", "resourceVersion", "ownerReferences")
+
+
+def _clean(outcome: Outcome) -> bool:
+    """Nothing to do and nothing pending: the reconcile wrote nothing, nothing failed, the rollout is settled."""
+    if outcome.applied or outcome.pruned or outcome.status_written or outcome.invalid or outcome.warnings:
+        return False
+    if outcome.held or outcome.status is None:
+        return False
+    # Not Ready can be clean too (a Gateway that has not accepted the route yet): what would change that changes
+    # a resourceVersion. A failure (Degraded) is retried every round: a refused write may pass the next time.
+    conds = {c.type: c.status for c in outcome.status.conditions}
+    return (conds.get(PROGRESSING), conds.get(DEGRADED)) == (ConditionStatus.FALSE, ConditionStatus.FALSE)

@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 
 from specserve.api.models import Condition, SpecServeStatus
-from specserve.handlers import ResyncProbe
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import OWNED_KINDS, Kind
 from specserve.reconcile import Outcome
 from specserve.render.manifests import LABEL_INSTANCE
-from specserve.resync import fingerprints, phase, resync_forever, resync_round
+from specserve.resync import ResyncProbe, fingerprints, phase, resync_forever, resync_round
 from specserve.switching.loop import Registry, Tracked
 
 
