@@ -16,6 +16,7 @@ from specserve import telemetry
 from specserve.api.models import GROUP, PLURAL, VERSION, ConditionStatus
 from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
+from specserve.kube.client import KubeError
 from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
 from specserve.reconcile.rendered import forget as forget_render
@@ -71,6 +72,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
     resource = (GROUP, VERSION, PLURAL)
     tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
     rolls = RollBudget(config.max_concurrent_rolls)  # pools rolling a template change, across the cluster
+    wakeups: set[asyncio.Task[None]] = set()  # reconciles of SpecServes a freed roll slot lets go on
 
     async def reconcile_latest(
         body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
@@ -86,6 +88,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         if outcome.write is not None:
             memo["last_write"] = outcome.write
         return plain, outcome
+
+    async def wake(item: Tracked) -> None:
+        try:
+            await run_once(item.body, item.memo, log, urgent=False)
+        except KubeError as exc:  # the next resync tries again
+            log.warning("reconcile of %s/%s for a freed roll slot failed: %s", *Registry.key(item.body), exc)
 
     async def run_once(
         body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger, urgent: bool = True
@@ -121,6 +129,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
         if result is None:
             return None
         plain, outcome = result
+        for owner in rolls.wake():  # a roll finished: the SpecServes waiting for its slot go on now
+            waiting = tracked.get(owner)
+            if waiting is not None and owner != Registry.key(plain):
+                task = asyncio.create_task(wake(waiting))
+                wakeups.add(task)
+                task.add_done_callback(wakeups.discard)
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
             await _warn(kube, body, "InvalidSpec", outcome.invalid)

@@ -79,3 +79,16 @@ def test_a_deleted_specserve_frees_its_slots_and_the_limit_is_checked() -> None:
     assert RollBudget(None).slots(("llm", "a"), w) is None
     with pytest.raises(ValueError, match="max-concurrent-rolls"):
         RollBudget(0)
+
+
+def test_a_finished_roll_wakes_the_longest_waiting_specserves_once() -> None:
+    budget = RollBudget(1)
+    changed = {name: world(live(f"{name}-engine", False, ready=0)) for name in ("a", "b", "c")}
+    for name, w in changed.items():
+        budgeted = replace(w, roll_slots=budget.slots(("llm", name), w))
+        budget.record(("llm", name), budgeted, plan(budgeted))
+    assert budget.wake() == []  # nothing finished yet
+    done = world(live("a-engine", True, ready=1))
+    assert budget.record(("llm", "a"), done, plan(done))  # a's roll finished: a slot is free
+    assert budget.wake() == [("llm", "b")]  # b waited longest; one slot, one SpecServe
+    assert budget.wake() == []  # once per release

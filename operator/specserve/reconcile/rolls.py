@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from specserve.reconcile.rollout import DesiredPool, LivePool, Plan, World
+from specserve.reconcile.rollout import ROLL_SLOT_REASON, DesiredPool, LivePool, Plan, World
 
 Owner = tuple[str, str]  # namespace, SpecServe name
 
@@ -22,6 +22,8 @@ class RollBudget:
             raise ValueError("--max-concurrent-rolls must be at least 1")
         self.limit = limit
         self._rolling: dict[Owner, frozenset[str]] = {}
+        self._waiting: dict[Owner, None] = {}  # SpecServes holding a roll for want of a slot, oldest first
+        self._freed = False  # a roll finished since the last wake()
 
     @property
     def rolling(self) -> Mapping[Owner, frozenset[str]]:
@@ -45,8 +47,10 @@ class RollBudget:
         others = sum(len(pools) for key, pools in self._rolling.items() if key != owner)
         return max(0, self.limit - others - len(self.in_progress(owner, world)))
 
-    def record(self, owner: Owner, world: World, plan: Plan) -> None:
-        """After planning: this SpecServe's rolls are those still running and those the plan lets start now."""
+    def record(self, owner: Owner, world: World, plan: Plan) -> bool:
+        """After planning: this SpecServe's rolls are those still running and those the plan lets start now.
+        True when that frees a slot (a roll finished): the SpecServes waiting for one may go on (`waiting`)."""
+        before = len(self._rolling.get(owner, ()))
         started = {
             p.name
             for p in world.desired
@@ -57,9 +61,32 @@ class RollBudget:
             self._rolling[owner] = rolling
         else:
             self._rolling.pop(owner, None)
+        if any(step.reason == ROLL_SLOT_REASON for step in plan.steps):
+            self._waiting.setdefault(owner, None)
+        else:
+            self._waiting.pop(owner, None)
+        freed = len(rolling) < before
+        self._freed = self._freed or freed
+        return freed
+
+    def wake(self) -> list[Owner]:
+        """Once after rolls finished: the waiting SpecServes that may take the freed slots (reconcile them now
+        rather than at their next resync)."""
+        if not self._freed:
+            return []
+        self._freed = False
+        return self.waiting()
+
+    def waiting(self) -> list[Owner]:
+        """The SpecServes holding a roll for a slot, as many as slots are free now, the longest waiting first."""
+        if self.limit is None:
+            return []
+        free = self.limit - sum(len(pools) for pools in self._rolling.values())
+        return list(self._waiting)[: max(0, free)]
 
     def forget(self, owner: Owner) -> None:
         self._rolling.pop(owner, None)
+        self._waiting.pop(owner, None)
 
 
 def _rolling(live: LivePool, desired: DesiredPool, granted: bool) -> bool:
