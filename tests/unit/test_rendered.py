@@ -9,7 +9,7 @@ from specserve.api.models import Mode
 from specserve.api.validation import parse_object
 from specserve.kube.kinds import DEPLOYMENT
 from specserve.reconcile.intent import with_template_hash
-from specserve.reconcile.rendered import forget, rendered
+from specserve.reconcile.rendered import forget, remembered_render
 from specserve.render import render
 
 
@@ -27,17 +27,17 @@ def expected(obj: Any, mode: Mode) -> list[dict[str, Any]]:
 
 def test_a_remembered_render_equals_a_fresh_one_and_callers_get_their_own_copy(kimi_doc: dict[str, Any]) -> None:
     obj = parse_object(body(kimi_doc))
-    first = rendered(obj, Mode.BASELINE)
+    first = remembered_render(obj, Mode.BASELINE)
     first[0]["metadata"]["name"] = "changed by a caller"
-    again = rendered(obj, Mode.BASELINE)
+    again = remembered_render(obj, Mode.BASELINE)
     assert again == expected(obj, Mode.BASELINE)
-    assert rendered(obj, Mode.SPECULATIVE) == expected(obj, Mode.SPECULATIVE)  # the mode is part of the key
+    assert remembered_render(obj, Mode.SPECULATIVE) == expected(obj, Mode.SPECULATIVE)  # the mode is part of the key
 
 
 def test_any_change_renders_again(kimi_doc: dict[str, Any]) -> None:
     old = parse_object(body(kimi_doc))
-    rendered(old, Mode.BASELINE)
+    remembered_render(old, Mode.BASELINE)
     new = parse_object(body(kimi_doc, image="registry.example.com/sglang:next"))
-    assert rendered(new, Mode.BASELINE) == expected(new, Mode.BASELINE) != expected(old, Mode.BASELINE)
+    assert remembered_render(new, Mode.BASELINE) == expected(new, Mode.BASELINE) != expected(old, Mode.BASELINE)
     forget(new.metadata.namespace, new.metadata.name)
-    assert rendered(new, Mode.BASELINE) == expected(new, Mode.BASELINE)
+    assert remembered_render(new, Mode.BASELINE) == expected(new, Mode.BASELINE)

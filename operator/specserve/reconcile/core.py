@@ -27,7 +27,7 @@ from specserve.reconcile.intent import (
     route_backends,
     with_route_weights,
 )
-from specserve.reconcile.rendered import rendered
+from specserve.reconcile.rendered import remembered_render
 from specserve.reconcile.rollout import Plan, World, announced_in, plan
 from specserve.reconcile.rolls import RollBudget
 from specserve.reconcile.target import Target, rendered_spec, target
@@ -137,7 +137,7 @@ async def reconcile(
     tgt = target(obj, old)
     shown = rendered_spec(obj, old)
     the_pools = pools(shown, tgt.mode)
-    desired = rendered(shown, tgt.mode)  # the last render while nothing changed (render() is pure)
+    desired = remembered_render(shown, tgt.mode)  # the last render while nothing changed (render() is pure)
     meta = obj.metadata
     snap = await snapshot(kube, meta.namespace, meta.name, meta.uid, desired)
     if snap.read_errors:

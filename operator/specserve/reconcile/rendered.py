@@ -22,7 +22,7 @@ JSON = dict[str, Any]
 _last: dict[tuple[str, str], tuple[bytes, bytes]] = {}  # (namespace, name) -> (digest, the manifests, zlib JSON)
 
 
-def rendered(obj: SpecServe, mode: Mode) -> list[JSON]:
+def remembered_render(obj: SpecServe, mode: Mode) -> list[JSON]:
     """render(obj, mode) with each Deployment's template hash, as fresh objects the caller may change."""
     digest = hashlib.blake2b(obj.model_dump_json().encode() + mode.value.encode(), digest_size=16).digest()
     key = (obj.metadata.namespace, obj.metadata.name)
