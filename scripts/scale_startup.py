@@ -130,6 +130,7 @@ async def measure(args: argparse.Namespace) -> int:
                 sys.executable, *profile, "-m", "specserve.cli", "run", "--namespace", NS,
                 "--resync-seconds", str(args.resync_seconds),
                 "--max-concurrent-reconciles", str(args.max_concurrent_reconciles),
+                "--full-resync-every", str(args.full_resync_every),
                 "--log-level", "warning", *lease,
             ]  # fmt: skip
             log = open(args.log, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the process)
@@ -321,6 +322,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settle-rounds", type=int, default=2, help="resync rounds to wait before measuring")
     parser.add_argument("--max-concurrent-reconciles", type=int, default=8)
+    parser.add_argument("--full-resync-every", type=int, default=4, help="the operator's flag (1: no skipping)")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "scale_startup_operator.log"))
     parser.add_argument("--verbose", action="store_true")
