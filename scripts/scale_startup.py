@@ -8,7 +8,16 @@ CPU and memory are its own (read from /proc). Figures:
 - seconds from the operator's start until every SpecServe has status.observedGeneration == metadata.generation,
   and until every one is Ready=True;
 - after convergence, over several resync rounds: operator CPU seconds per round, API requests and writes per round;
-- the operator's RSS (VmRSS) at the end and its peak (VmHWM).
+- the operator's RSS (VmRSS) at the end and its peak (VmHWM);
+- with --failovers K: during those resync rounds, K SpecServes (at random moments) lose the Ready pod of the pool
+  that holds their traffic; the time from that until the HTTPRoute gives the pool weight 0 (p50, p99, max): the
+  priority lane at work (a failover must not queue behind a round);
+- with --lease-loss: the operator runs with --leader-elect; once converged, a writer keeps making pools drift (so
+  the leader keeps writing), then the lease is lost, twice over in two runs: stolen (another holder in the Lease)
+  and lapsed (the API refuses the renewals). Printed: the last write after the loss and the process's exit.
+
+    .venv/bin/python scripts/scale_startup.py --count 1000 --failovers 50
+    .venv/bin/python scripts/scale_startup.py --count 50 --lease-loss
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import asyncio
 import contextlib
 import copy
 import os
+import random
 import sys
 import tempfile
 import time
@@ -28,8 +38,9 @@ from typing import Any
 
 import yaml
 
-from specserve.kubefake import HTTPROUTES, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
 from specserve.kubefake.controllers import set_route_accepted
+from specserve.kubefake.recording import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"
@@ -83,6 +94,18 @@ async def gateway_controller(api: FakeApiServer, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), timeout=0.5)
 
 
+class Stamped(list[RecordedRequest]):
+    """The fake's request log with each request's arrival time (time.monotonic())."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def append(self, item: RecordedRequest) -> None:
+        self.times.append(time.monotonic())
+        super().append(item)
+
+
 @contextlib.contextmanager
 def kubeconfig_for(url: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,27 +115,34 @@ def kubeconfig_for(url: str) -> Iterator[Path]:
 
 
 async def measure(args: argparse.Namespace) -> int:
-    async with FakeApiServer(auto_ready=True) as api:
+    api = FakeApiServer(auto_ready=True)
+    api.requests = log_ = Stamped()
+    async with api:
         seed(api, args.count)
         stop = asyncio.Event()
         controller = asyncio.create_task(gateway_controller(api, stop))
         with kubeconfig_for(api.url) as kubeconfig:
-            env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+            env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1", "POD_NAME": "operator-0"}
             env.pop("KUBERNETES_SERVICE_HOST", None)
             profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+            lease = ["--leader-elect", "--leader-election-namespace", NS] if args.lease_loss else []
             command = [
                 sys.executable, *profile, "-m", "specserve.cli", "run", "--namespace", NS,
                 "--resync-seconds", str(args.resync_seconds),
                 "--max-concurrent-reconciles", str(args.max_concurrent_reconciles),
-                "--log-level", "warning",
+                "--full-resync-every", str(args.full_resync_every),
+                "--log-level", "warning", *lease,
             ]  # fmt: skip
             log = open(args.log, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the process)
             start = time.monotonic()
             proc = await asyncio.create_subprocess_exec(*command, env=env, stdout=log, stderr=log)
             try:
+                if args.lease_loss:
+                    return await _lease_loss(args, api, log_, proc, start)
                 return await _figures(args, api, proc.pid, start)
             finally:
-                proc.terminate()
+                if proc.returncode is None:
+                    proc.terminate()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), timeout=30)
                 if proc.returncode is None:
@@ -150,10 +180,18 @@ async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start
     # Let the start-up's own resyncs pass, then measure whole resync rounds.
     await asyncio.sleep(args.resync_seconds * args.settle_rounds)
     cpu0, requests0 = cpu_seconds(pid), len(api.requests)
-    await asyncio.sleep(args.resync_seconds * args.rounds)
+    if not args.failovers:
+        await asyncio.sleep(args.resync_seconds * args.rounds)
     cpu = (cpu_seconds(pid) - cpu0) / args.rounds
     window = api.requests[requests0:]
     writes = [r for r in window if r.is_write]
+    if args.failovers:
+        latencies = await _failovers(api, args)
+        cpu = (cpu_seconds(pid) - cpu0) / args.rounds
+        window = api.requests[requests0:]
+        writes = [r for r in window if r.is_write]
+        print(f"failovers during the rounds: {len(latencies)}; route off the dead pool after (s): "
+              f"p50 {_pct(latencies, 50):.2f}, p99 {_pct(latencies, 99):.2f}, max {max(latencies):.2f}")  # fmt: skip
     print(
         f"steady state over {args.rounds} resync rounds of {args.resync_seconds:g} s: "
         f"operator CPU {cpu:.2f} s/round ({cpu / args.count * 1000:.1f} ms per SpecServe), "
@@ -169,6 +207,110 @@ async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start
     return 0
 
 
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def _weights(api: FakeApiServer, name: str) -> dict[str, int]:
+    route = api.get(HTTPROUTES, NS, name) or {}
+    return {
+        b["name"]: int(b.get("weight", 1))
+        for rule in (route.get("spec") or {}).get("rules") or []
+        for b in rule.get("backendRefs") or []
+    }
+
+
+async def _failovers(api: FakeApiServer, args: argparse.Namespace) -> list[float]:
+    """Over the measured rounds, K SpecServes lose the Ready pod of their serving pool at random moments; the
+    seconds until the route gives that pool no weight. Each pool gets its pod back afterwards."""
+    window = args.resync_seconds * args.rounds
+    rng = random.Random(7)
+    names = rng.sample([f"kimi-{i:04d}" for i in range(args.count)], args.failovers)
+    moments = sorted(rng.uniform(0.05 * window, 0.8 * window) for _ in names)
+    began = time.monotonic()
+    pending: dict[str, tuple[str, float]] = {}  # SpecServe -> (pool, when it lost its pod)
+    latencies: list[float] = []
+    queue = list(zip(moments, names, strict=True))
+    while queue or pending:
+        now = time.monotonic()
+        while queue and now - began >= queue[0][0]:
+            _, name = queue.pop(0)
+            serving = [pool for pool, w in _weights(api, name).items() if w > 0]
+            if len(serving) != 1:
+                continue
+            api.set_deployment_ready(NS, serving[0], ready=0)
+            pending[name] = (serving[0], time.monotonic())
+        for name, (pool, lost) in list(pending.items()):
+            if _weights(api, name).get(pool, 1) == 0:
+                latencies.append(time.monotonic() - lost)
+                del pending[name]
+                api.set_deployment_ready(NS, pool)  # the pod comes back
+            elif time.monotonic() - lost > 120:
+                print(f"  {name}: no failover within 120 s")
+                del pending[name]
+        await asyncio.sleep(0.02)
+    rest = window - (time.monotonic() - began)
+    if rest > 0:
+        await asyncio.sleep(rest)
+    return latencies
+
+
+async def _converged(api: FakeApiServer, count: int, start: float, timeout: float) -> float | None:
+    while time.monotonic() - start < timeout:
+        if sum(map(ready, api.list(SPECSERVES, NS))) == count:
+            return time.monotonic() - start
+        await asyncio.sleep(0.5)
+    return None
+
+
+async def _lease_loss(
+    args: argparse.Namespace, api: FakeApiServer, log_: Stamped, proc: asyncio.subprocess.Process, start: float
+) -> int:
+    """One loss (args.lease_loss: stolen or lapsed) while the leader keeps repairing drift."""
+    t_ready = await _converged(api, args.count, start, args.timeout)
+    if t_ready is None:
+        print("did not converge")
+        return 1
+    lease = api.get(LEASES, NS, "specserve-operator") or {}
+    duration = float((lease.get("spec") or {}).get("leaseDurationSeconds") or 15)
+    pools = [d["metadata"]["name"] for d in api.list(DEPLOYMENTS, NS)]
+    stop = asyncio.Event()
+
+    async def drift() -> None:  # another writer: the leader repairs each change at once (a pool's event)
+        i = 0
+        while not stop.is_set():
+            api.patch(DEPLOYMENTS, NS, pools[i % len(pools)], {"spec": {"replicas": 2 + i % 2}})
+            i += 1
+            await asyncio.sleep(0.05)
+
+    drifting = asyncio.create_task(drift())
+    await asyncio.sleep(3)
+    if args.lease_loss == "stolen":
+        lost = time.monotonic()
+        api.patch(LEASES, NS, "specserve-operator", {"spec": {"holderIdentity": "operator-1"}})
+    else:
+        api.faults.add(method="PUT", path=r"/leases/", status=503, times=None)  # renewals refused from now on
+        lost = time.monotonic()
+    code = await asyncio.wait_for(proc.wait(), timeout=120)
+    exited = time.monotonic()
+    stop.set()
+    await drifting
+    stamped = list(zip(log_.times, log_, strict=True))
+    renewed = [t for t, r in stamped if r.resource == LEASES and r.method == "PUT" and r.status == 200 and t < lost]
+    writes = [t for t, r in stamped if r.is_write and r.resource != LEASES and r.method != "POST" and t >= lost - 5]
+    last = max(writes) if writes else float("nan")
+    base = lost if args.lease_loss == "stolen" else renewed[-1]
+    what = "the steal" if args.lease_loss == "stolen" else "the last accepted renewal"
+    print(f"lease {args.lease_loss}: SpecServes {args.count}; lease {duration:g} s")
+    print(f"  last operator write {last - base:.2f} s after {what}; writes after the loss: "
+          f"{sum(1 for t in writes if t > lost)}")  # fmt: skip
+    print(f"  process exited (code {code}) {exited - base:.2f} s after {what}")
+    if args.lease_loss == "lapsed":
+        print(f"  a standby may take over {duration:g} s after the last renewal it saw")
+    return 0
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -180,10 +322,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settle-rounds", type=int, default=2, help="resync rounds to wait before measuring")
     parser.add_argument("--max-concurrent-reconciles", type=int, default=8)
+    parser.add_argument("--full-resync-every", type=int, default=4, help="the operator's flag (1: no skipping)")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "scale_startup_operator.log"))
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--profile", metavar="FILE", help="run the operator under cProfile, stats to FILE")
+    parser.add_argument("--failovers", type=int, default=0, help="failovers injected during the measured rounds")
+    parser.add_argument("--lease-loss", choices=["stolen", "lapsed"], help="measure the write fence and the exit")
     return asyncio.run(measure(parser.parse_args()))
 
 

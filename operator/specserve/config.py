@@ -31,6 +31,8 @@ class LeaderElection:
 class OperatorConfig:
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     resync_seconds: float = 30.0  # drift repair and readiness refresh
+    # A clean, unchanged SpecServe is still reconciled by every this-many-th resync round (1: every round).
+    full_resync_every: int = 4
     liveness_endpoint: str | None = None
     metrics_port: int | None = None
     prometheus_url: str | None = None  # default for spec.switching.metrics.prometheusUrl
@@ -38,7 +40,10 @@ class OperatorConfig:
     extra_labels: dict[str, str] = field(default_factory=dict)
     # At most this many SpecServes reconcile at once (the rest wait their turn), whatever fires them.
     max_concurrent_reconciles: int = 8
+    # At most this many pools roll their pod template at once across the cluster (None: no limit).
+    max_concurrent_rolls: int | None = None
     api_timeout_seconds: float = 30.0  # one Kubernetes API request, per attempt
+    read_timeout_seconds: float = 10.0  # a whole read (GET or LIST), its retries included
     # Which host paths SpecServes may mount (check_install_policy; `--allow-host-path`): none by default.
     install_policy: InstallPolicy = field(default_factory=InstallPolicy)
     api_connect_timeout_seconds: float = 5.0
@@ -51,7 +56,11 @@ class OperatorConfig:
     def __post_init__(self) -> None:
         if self.max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
-        if self.api_timeout_seconds <= 0 or self.api_connect_timeout_seconds <= 0:
+        if self.full_resync_every < 1:
+            raise ValueError("--full-resync-every must be at least 1")
+        if self.max_concurrent_rolls is not None and self.max_concurrent_rolls < 1:
+            raise ValueError("--max-concurrent-rolls must be at least 1 (leave it out for no limit)")
+        if min(self.api_timeout_seconds, self.api_connect_timeout_seconds, self.read_timeout_seconds) <= 0:
             raise ValueError("API timeouts must be positive")
 
 

@@ -1,5 +1,9 @@
 """Drift repair: every resync interval, reconcile every SpecServe the watch has delivered.
 
+Each SpecServe has its own phase in the interval (a stable offset from its uid), so a round is spread over the
+interval rather than one burst of hundreds of reconciles; the round's reconciles take background slots
+(specserve.slots), which urgent triggers overtake.
+
 One task for all SpecServes, not a kopf timer per object: a kopf timer keeps a live copy of its object's body and
 a task per object for as long as the object exists (about 12 MB of the operator's memory at 200 SpecServes), and
 it makes kopf put its finalizer on the object. The reconciles of a round queue for the reconcile slots
@@ -10,25 +14,90 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
+from specserve.api.models import ConditionStatus
 from specserve.kube.client import KubeError
+from specserve.kube.kinds import OWNED_KINDS
+from specserve.reconcile import Outcome
+from specserve.render.manifests import LABEL_INSTANCE
+from specserve.status import DEGRADED, PROGRESSING
 from specserve.switching.loop import Registry, Tracked
 
 log = logging.getLogger(__name__)
 
 Reconcile = Callable[[Tracked], Awaitable[None]]
+BeforeRound = Callable[[], Awaitable[None]]
+Key = tuple[str, str]
 
 
-async def resync_round(registry: Registry, reconcile: Reconcile) -> int:
-    """Reconcile every tracked SpecServe once; returns how many failed. A failure is logged and retried next
-    round: one SpecServe's error never stops the others' repair. An API error is one line (it names the call);
-    anything else is a bug and keeps its traceback."""
-    items = list(registry.items.values())
-    results = await asyncio.gather(*(reconcile(item) for item in items), return_exceptions=True)
+def fingerprints(listed: Iterable[tuple[str, dict[str, Any]]], label: str) -> dict[Key, str]:
+    """(namespace, instance) -> a digest of every object (kind, name, resourceVersion, owners) labelled with that
+    instance: equal digests mean nothing any SpecServe owns changed in between (every write bumps the
+    resourceVersion). `listed` holds (kind, object) pairs."""
+    seen: dict[Key, list[tuple[str, ...]]] = defaultdict(list)
+    for kind, obj in listed:
+        meta = obj.get("metadata") or {}
+        instance = (meta.get("labels") or {}).get(label)
+        if instance is None:
+            continue
+        owners = ",".join(sorted(str(r.get("uid")) for r in meta.get("ownerReferences") or []))
+        seen[(str(meta.get("namespace", "")), str(instance))].append(
+            (kind, str(meta.get("name")), str(meta.get("resourceVersion")), owners)
+        )
+    return {key: hashlib.blake2b(repr(sorted(rows)).encode(), digest_size=16).hexdigest() for key, rows in seen.items()}
+
+
+def phase(item: Tracked, interval: float) -> float:
+    """The SpecServe's stable offset in [0, interval): the same on every round and every operator start."""
+    meta = item.body.get("metadata") or {}
+    key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    return interval * zlib.crc32(key.encode()) / 2**32
+
+
+async def _until(deadline: float, stop: asyncio.Event | None) -> None:
+    delay = deadline - time.monotonic()
+    if delay <= 0:
+        return
+    if stop is None:
+        await asyncio.sleep(delay)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+
+
+async def resync_round(
+    registry: Registry, reconcile: Reconcile, spread: float = 0.0, stop: asyncio.Event | None = None
+) -> int:
+    """Reconcile every tracked SpecServe once, each at its phase within `spread` seconds (0: all at once); returns
+    how many failed. A failure is logged and retried next round: one SpecServe's error never stops the others'
+    repair. An API error is one line (it names the call); anything else is a bug and keeps its traceback. When
+    `stop` is set the round launches nothing more (and waits for what it launched)."""
+    began = time.monotonic()
+    items = (
+        sorted(registry.items.values(), key=lambda i: phase(i, spread)) if spread > 0 else list(registry.items.values())
+    )
+    launched: list[tuple[Tracked, asyncio.Task[None]]] = []
+    try:
+        for item in items:
+            if spread > 0:
+                await _until(began + phase(item, spread), stop)
+            if stop is not None and stop.is_set():
+                break
+            launched.append((item, asyncio.ensure_future(reconcile(item))))
+        results = await asyncio.gather(*(t for _, t in launched), return_exceptions=True)
+    except asyncio.CancelledError:
+        for _, task in launched:
+            task.cancel()
+        raise
     failed = 0
-    for item, result in zip(items, results, strict=True):
+    for (item, _), result in zip(launched, results, strict=True):
         if isinstance(result, asyncio.CancelledError):
             raise result
         if isinstance(result, BaseException):
@@ -41,11 +110,92 @@ async def resync_round(registry: Registry, reconcile: Reconcile) -> int:
     return failed
 
 
-async def resync_forever(registry: Registry, reconcile: Reconcile, interval: float, stop: asyncio.Event) -> None:
+async def resync_forever(
+    registry: Registry,
+    reconcile: Reconcile,
+    interval: float,
+    stop: asyncio.Event,
+    before_round: BeforeRound | None = None,
+) -> None:
     """A round every `interval` seconds (the first one interval after the start: the start-up already reconciled
-    everything) until `stop` is set."""
+    everything), each SpecServe at its own phase within the interval, until `stop` is set. A round that runs
+    over (more work than the slots get through in an interval) delays the next one: rounds never pile up.
+    `before_round` runs first in each round (handlers read what changed since the last round there)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=interval)
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        if not stop.is_set():
-            await resync_round(registry, reconcile)
+        began = time.monotonic()
+        if before_round is not None:
+            await before_round()
+        await resync_round(registry, reconcile, spread=interval, stop=stop)
+        await _until(began + interval, stop)
+
+
+class ResyncProbe:
+    """What changed since the last resync round, read with one LIST per owned kind and namespace (every object a
+    SpecServe owns carries its instance label). A SpecServe whose last resync reconcile was clean (nothing
+    written, nothing failed, settled) and whose objects and own resourceVersion are unchanged is skipped this round;
+    every `full_every`-th round reconciles it anyway (what no resourceVersion shows: time, other kinds)."""
+
+    def __init__(self, tracked: Registry, kube: Any, full_every: int) -> None:
+        self._tracked, self._kube, self._full_every = tracked, kube, full_every
+        self._prints: dict[tuple[str, str], str] = {}
+        self._probed: set[str] = set()  # namespaces read this round
+
+    async def read(self) -> None:
+        self._prints, self._probed = {}, set()
+        lister = getattr(self._kube, "list_labelled", None)  # a KubeClient (tests may hand in a stand-in)
+        if self._full_every <= 1 or lister is None:
+            return
+        per_namespace = Counter(ns for ns, _ in self._tracked.items)
+        for namespace, count in per_namespace.items():
+            if count < 2:  # nothing to gain over the SpecServe's own reads
+                continue
+            rows: list[tuple[str, dict[str, Any]]] = []
+            try:
+                for kind in OWNED_KINDS:
+                    for item in await lister(kind, namespace, LABEL_INSTANCE):
+                        meta = item.get("metadata") or {}
+                        rows.append((kind.kind, {"metadata": {k: meta.get(k) for k in _PRINTED}}))
+            except KubeError as exc:
+                log.warning("resync: could not read %s (every SpecServe there is reconciled): %s", namespace, exc)
+                continue
+            self._prints.update(fingerprints(rows, LABEL_INSTANCE))
+            self._probed.add(namespace)
+
+    def _print(self, item: Tracked) -> tuple[str, str] | None:
+        meta = item.body.get("metadata") or {}
+        key = Registry.key(item.body)
+        if key[0] not in self._probed:
+            return None
+        return self._prints.get(key, ""), str(meta.get("resourceVersion"))
+
+    def unchanged(self, item: Tracked) -> bool:
+        now, clean = self._print(item), item.memo.get(CLEAN)
+        if now is None or clean is None or clean[0] != now or clean[1] + 1 >= self._full_every:
+            return False
+        item.memo[CLEAN] = (now, clean[1] + 1)
+        return True
+
+    def reconciled(self, item: Tracked, outcome: Outcome | None) -> None:
+        now = self._print(item)
+        if now is not None and outcome is not None and _clean(outcome):
+            item.memo[CLEAN] = (now, 0)
+        else:
+            item.memo.pop(CLEAN, None)
+
+
+CLEAN = "specserve.clean"  # per-object memo: (fingerprint, rounds skipped) after a clean resync reconcile
+_PRINTED = ("name", "namespace", "labels", "resourceVersion", "ownerReferences")
+
+
+def _clean(outcome: Outcome) -> bool:
+    """Nothing to do and nothing pending: the reconcile wrote nothing, nothing failed, the rollout is settled."""
+    if outcome.applied or outcome.pruned or outcome.status_written or outcome.invalid or outcome.warnings:
+        return False
+    if outcome.held or outcome.status is None:
+        return False
+    # Not Ready can be clean too (a Gateway that has not accepted the route yet): what would change that changes
+    # a resourceVersion. A failure (Degraded) is retried every round: a refused write may pass the next time.
+    conds = {c.type: c.status for c in outcome.status.conditions}
+    return (conds.get(PROGRESSING), conds.get(DEGRADED)) == (ConditionStatus.FALSE, ConditionStatus.FALSE)

@@ -107,11 +107,16 @@ class RouteHealth:
     requested: bool
     accepted: bool | None  # None: no Gateway controller has reported on it yet
     message: str = ""
+    installed: bool = True  # False: the Gateway API (its HTTPRoute CRD) is not installed
 
     @classmethod
-    def observe(cls, requested: bool, live: Mapping[str, Any] | None) -> RouteHealth:
+    def observe(cls, requested: bool, live: Mapping[str, Any] | None, installed: bool = True) -> RouteHealth:
         if not requested:
             return cls(False, None)
+        if not installed:
+            return cls(
+                True, False, "the Gateway API (HTTPRoute CRD) is not installed: no route; pools are served", False
+            )
         if live is None:
             return cls(True, None, "the HTTPRoute does not exist yet")
         for parent in (live.get("status") or {}).get("parents") or []:
@@ -123,6 +128,8 @@ class RouteHealth:
     def condition(self) -> tuple[ConditionStatus, str, str]:
         if not self.requested:
             return ConditionStatus.TRUE, "NotRequested", "spec.routing.gateway is unset: no HTTPRoute is managed"
+        if not self.installed:
+            return ConditionStatus.FALSE, "NotInstalled", self.message
         if self.accepted is True:
             return ConditionStatus.TRUE, "Accepted", "the Gateway accepted the HTTPRoute"
         if self.accepted is False:

@@ -7,6 +7,7 @@ import contextlib
 import copy
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,16 +27,35 @@ T = TypeVar("T")
 RESYNC = 0.4
 
 
-class ThreadedFake:
-    """The fake API server on its own thread and loop: kopf's shutdown cancels every task it finds in its loop,
-    and would cancel the server's too (in a cluster the API server is elsewhere). Calls run on the server's loop."""
+class StampedRequests(list[RecordedRequest]):
+    """The fake's request log, with the monotonic time each request arrived (`times[i]` for the i-th)."""
 
     def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def append(self, item: RecordedRequest) -> None:
+        self.times.append(time.monotonic())
+        super().append(item)
+
+
+class ThreadedFake:
+    """The fake API server on its own thread and loop: kopf's shutdown cancels every task it finds in its loop,
+    and would cancel the server's too (in a cluster the API server is elsewhere). Calls run on the server's loop.
+    `options` go to FakeApiServer (auto_ready defaults to True here)."""
+
+    def __init__(self, **options: Any) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kubefake", daemon=True)
         self._thread.start()
-        self.api = FakeApiServer(auto_ready=True)
+        self.api = FakeApiServer(**{"auto_ready": True, **options})
+        self.log = StampedRequests()
+        self.api.requests = self.log
         self.url = self._run(self.api.start())
+
+    def stamped(self) -> list[tuple[float, RecordedRequest]]:
+        """Every request so far with its arrival time."""
+        return self.call(lambda: list(zip(self.log.times, self.log, strict=True)))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
@@ -72,9 +92,10 @@ class ThreadedFake:
         self._loop.close()
 
 
-@pytest.fixture()
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadedFake]:
-    api = ThreadedFake()
+@contextlib.contextmanager
+def threaded_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Iterator[ThreadedFake]:
+    """A ThreadedFake with the test namespaces, and KUBECONFIG pointing at it (for our client and kopf's login)."""
+    api = ThreadedFake(**options)
     try:
         for ns in (NS, "specserve-system"):
             api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -86,6 +107,12 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadedFa
         yield api
     finally:
         api.close()
+
+
+@pytest.fixture()
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadedFake]:
+    with threaded_fake(tmp_path, monkeypatch) as api:
+        yield api
 
 
 def seeded(doc: dict[str, Any], name: str, finalizers: list[str] | None = None) -> dict[str, Any]:
@@ -106,7 +133,7 @@ def about(request: RecordedRequest, name: str) -> bool:
 
 
 def config(**overrides: Any) -> OperatorConfig:
-    return OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=False, **overrides)
+    return OperatorConfig(**{"namespaces": (NS,), "resync_seconds": RESYNC, "post_events": False, **overrides})
 
 
 async def test_no_finalizer_is_added_and_an_old_one_is_removed(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -15,7 +16,8 @@ from specserve.commands.run import add_arguments, build_registry, client_options
 from specserve.config import FINALIZER, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import KubeError
-from specserve.slots import MEMO_KEY, slot
+from specserve.reconcile import Outcome
+from specserve.slots import MEMO_KEY, Slots, slot
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -85,12 +87,67 @@ def test_reconciles_share_a_bounded_number_of_slots() -> None:
             running -= 1
 
     async def main() -> None:
-        shared = kopf.Memo({MEMO_KEY: asyncio.Semaphore(3)})
+        shared = kopf.Memo({MEMO_KEY: Slots(3)})
         per_object = [copy.copy(shared) for _ in range(20)]  # what kopf hands each object
         await asyncio.gather(*(reconcile(memo) for memo in per_object for _ in range(2)))
 
     asyncio.run(main())
     assert most == 3
+
+
+def test_background_reconciles_never_take_the_reserved_slots_and_urgent_ones_go_first() -> None:
+    order: list[str] = []
+
+    async def main() -> None:
+        slots = Slots(4)  # one slot reserved for urgent reconciles
+        gate = asyncio.Event()
+        running: list[str] = []
+
+        async def reconcile(name: str, urgent: bool) -> None:
+            async with slots.hold(urgent):
+                running.append(name)
+                order.append(name)
+                await gate.wait()
+                running.remove(name)
+
+        round_ = [asyncio.create_task(reconcile(f"resync-{i}", False)) for i in range(10)]
+        await asyncio.sleep(0.01)
+        assert sorted(running) == ["resync-0", "resync-1", "resync-2"]  # a round fills 3 of 4 slots, no more
+        failover = asyncio.create_task(reconcile("failover", True))
+        await asyncio.sleep(0.01)
+        assert "failover" in running  # the reserved slot: it does not wait for the round at all
+        late = asyncio.create_task(reconcile("switch", True))  # all 4 busy now: it queues...
+        await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.gather(*round_, failover, late)
+        assert slots.busy == 0 and slots.background_busy == 0
+
+    asyncio.run(main())
+    # ...but ahead of the 7 resync reconciles that were waiting before it.
+    assert order.index("switch") < order.index("resync-3")
+
+
+def test_a_cancelled_waiter_leaks_no_slot() -> None:
+    async def main() -> None:
+        slots = Slots(2, reserved=1)
+        gate = asyncio.Event()
+
+        async def hold(urgent: bool) -> None:
+            async with slots.hold(urgent):
+                await gate.wait()
+
+        first = asyncio.create_task(hold(False))
+        waiting = [asyncio.create_task(hold(False)) for _ in range(3)]
+        await asyncio.sleep(0.01)
+        for task in waiting:
+            task.cancel()
+        gate.set()
+        await asyncio.gather(first, *waiting, return_exceptions=True)
+        assert slots.busy == 0
+        async with slots.hold(False):  # the lane is free again
+            assert slots.background_busy == 1
+
+    asyncio.run(main())
 
 
 def test_no_slots_in_the_memo_means_no_bound() -> None:
@@ -122,3 +179,46 @@ def test_kube_errors_reach_kopf_as_temporary_errors_and_bugs_keep_their_tracebac
     assert caught.value.delay == 7 and "HTTP 503: busy" in str(caught.value)
     with pytest.raises(ZeroDivisionError):
         asyncio.run(timer_fn())
+
+
+def test_the_read_timeout_bounds_a_whole_read() -> None:
+    config = config_from(parse("--read-timeout-seconds", "3"))
+    assert config.read_timeout_seconds == 3 and client_options(config).read_timeout == 3
+    with pytest.raises(ValueError, match="positive"):
+        OperatorConfig(read_timeout_seconds=0)
+
+
+def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skips_a_busy_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    gate = asyncio.Event()
+
+    async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
+        calls.append(body["metadata"]["name"])
+        await gate.wait()
+        return Outcome()
+
+    monkeypatch.setattr("specserve.handlers.reconcile", fake_reconcile)
+
+    async def main() -> None:
+        registry = build_registry(OperatorConfig())
+        fns: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
+            h.id.rsplit(".", 1)[-1]: h.fn  # type: ignore[misc]
+            for h in registry._changing.get_all_handlers()
+        }
+        on_change, on_resume = fns["on_change"], fns["on_resume"]
+        memo = kopf.Memo({"kube": object(), MEMO_KEY: Slots(4)})
+        body = {"metadata": {"namespace": "llm", "name": "kimi", "uid": "u"}, "spec": {}}
+        logger = logging.getLogger("test")
+        running = asyncio.create_task(on_change(body=body, memo=memo, logger=logger))
+        await asyncio.sleep(0.01)  # reconciling
+        queued = [asyncio.create_task(on_change(body=body, memo=memo, logger=logger)) for _ in range(3)]
+        background = asyncio.create_task(on_resume(body=body, memo=memo, logger=logger))
+        await asyncio.sleep(0.01)
+        assert background.done()  # the object is being reconciled: a resync-lane pass has nothing to add
+        gate.set()
+        await asyncio.gather(running, *queued, background)
+
+    asyncio.run(main())
+    assert calls == ["kimi", "kimi"]  # the running one, then one for the three queued behind it

@@ -131,7 +131,8 @@ async def test_get_sends_the_bearer_token_and_returns_the_object(server: Server)
     assert headers["Authorization"] == "Bearer t0k3n"
 
 
-async def test_a_refreshed_token_is_used_from_the_next_call(server: Server) -> None:
+async def test_a_refreshed_token_is_used_from_the_next_call(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specserve.kube.client.AUTH_REFRESH_SECONDS", 0.0)  # no reuse window
     server.scripted.script(DEPLOY_PATH, ok())
     kube = server.client()
     tokens = iter(["first", "second"])
@@ -146,6 +147,25 @@ async def test_a_refreshed_token_is_used_from_the_next_call(server: Server) -> N
     finally:
         await kube.close()
     assert [h["Authorization"] for _, _, h, _ in server.scripted.seen] == ["Bearer first", "Bearer second"]
+
+
+async def test_credentials_are_reused_for_a_while_and_read_again_after_a_401(server: Server) -> None:
+    server.scripted.script(DEPLOY_PATH, ok(), ok(), status(401), ok())
+    kube = server.client()
+    tokens = iter(["first", "second", "third"])
+
+    def refresh(configuration: k8s.Configuration) -> None:
+        configuration.api_key["authorization"] = f"Bearer {next(tokens)}"
+
+    setattr(kube._configuration, "refresh_api_key_hook", refresh)  # noqa: B010 (typed None in the client)
+    try:
+        await kube.get(DEPLOYMENT, "llm", "web")
+        await kube.get(DEPLOYMENT, "llm", "web")  # within the reuse window: the same token, no refresh
+        await kube.get(DEPLOYMENT, "llm", "web")  # refused: read again and retried once
+    finally:
+        await kube.close()
+    seen = [h["Authorization"] for _, _, h, _ in server.scripted.seen]
+    assert seen == ["Bearer first", "Bearer first", "Bearer first", "Bearer second"]
 
 
 async def test_from_environment_reads_the_kubeconfig_token(

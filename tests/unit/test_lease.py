@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 from specserve.config import LeaderElection
-from specserve.kube.client import ClientOptions, KubeClient, KubeError
+from specserve.kube.client import ClientOptions, FencedError, KubeClient, KubeError
 from specserve.kube.kinds import Kind
 from specserve.kube.lease import LEASE, LeaseElector
 from specserve.kubefake import LEASES, FakeApiServer
@@ -225,3 +225,39 @@ async def test_a_stale_put_is_refused_by_resource_version(fake: FakeApiServer) -
         assert await kube.replace(LEASE, "specserve-system", "specserve-operator", lease) is None  # 409
     finally:
         await kube.close()
+
+
+async def test_leading_lapses_at_the_renew_deadline_without_waiting_for_hold() -> None:
+    leases, clock = MemoryLeases(), Clock()
+    a = LeaseElector(leases, election("pod-a"), clock)
+    assert await a.try_acquire_or_renew()
+    clock.now += 9.9
+    assert a.leading
+    clock.now += 0.1  # 10 s (the renew deadline) since the last renewal, 5 s before a standby may take over
+    assert not a.leading
+
+
+async def test_a_fenced_client_sends_no_write_and_the_lease_client_still_does(fake: FakeApiServer) -> None:
+    kube = http_client(fake.url)
+    lease_kube = kube.sibling()
+    clock = Clock()
+    elector = LeaseElector(lease_kube, election("pod-a"), clock)
+    kube.fence(lambda: elector.leading)
+    event = {"metadata": {"name": "x", "namespace": "specserve-system"}, "kind": "Pod", "apiVersion": "v1"}
+    try:
+        assert await elector.try_acquire_or_renew()
+        await kube.post_event(event, reason="Leading", message="as leader")  # sent
+        clock.now += 10  # the lease lapsed (no renewal for the renew deadline)
+        start = len(fake.requests)
+        with pytest.raises(FencedError):
+            await kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "llm"}})
+        with pytest.raises(FencedError):
+            await kube.delete(LEASE, "specserve-system", "specserve-operator")
+        await kube.post_event(event, reason="Late", message="fenced")  # events are best-effort: logged, not raised
+        assert await kube.get(LEASE, "specserve-system", "specserve-operator") is not None  # reads still go out
+        assert fake.writes_since(start) == []
+        assert await elector.try_acquire_or_renew()  # the Lease's own client is not fenced: it can win it back
+        assert fake.writes_since(start) != []
+    finally:
+        await kube.close()
+        await lease_kube.close()

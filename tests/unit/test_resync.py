@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
+from specserve.api.models import Condition, SpecServeStatus
 from specserve.kube.client import KubeError
-from specserve.resync import resync_forever, resync_round
+from specserve.kube.kinds import OWNED_KINDS, Kind
+from specserve.reconcile import Outcome
+from specserve.render.manifests import LABEL_INSTANCE
+from specserve.resync import ResyncProbe, fingerprints, phase, resync_forever, resync_round
 from specserve.switching.loop import Registry, Tracked
 
 
@@ -90,3 +95,103 @@ def test_a_stop_during_the_wait_ends_the_loop_without_another_round() -> None:
 
     asyncio.run(main())
     assert called == []
+
+
+def test_a_spread_round_reconciles_in_phase_order_and_each_phase_is_stable_within_the_interval() -> None:
+    names = [f"s{i}" for i in range(20)]
+    tracked = registry(*names)
+    order: list[str] = []
+
+    async def reconcile(item: Tracked) -> None:
+        order.append(name_of(item))
+
+    asyncio.run(resync_round(tracked, reconcile, spread=0.2))
+    phases = {name_of(i): phase(i, 0.2) for i in tracked.items.values()}
+    assert sorted(order) == sorted(names)
+    assert order == sorted(names, key=phases.__getitem__)  # spread over the interval, not one burst
+    assert all(0 <= p < 0.2 for p in phases.values())
+    assert len(set(phases.values())) > 1
+    assert phases == {name_of(i): phase(i, 0.2) for i in registry(*names).items.values()}  # stable
+
+
+def test_a_stop_mid_round_launches_no_more_reconciles() -> None:
+    tracked = registry(*(f"s{i}" for i in range(50)))
+    done: list[str] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def reconcile(item: Tracked) -> None:
+            done.append(name_of(item))
+            if len(done) == 3:
+                stop.set()
+
+        await asyncio.wait_for(resync_round(tracked, reconcile, spread=0.5, stop=stop), timeout=5)
+
+    asyncio.run(main())
+    assert len(done) == 3
+
+
+def labelled(name: str, instance: str, rv: str, namespace: str = "llm") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": {LABEL_INSTANCE: instance},
+                         "resourceVersion": rv, "ownerReferences": [{"uid": f"uid-{instance}"}]}}  # fmt: skip
+
+
+def test_fingerprints_change_with_any_owned_object_and_only_for_its_instance() -> None:
+    before = fingerprints(
+        [("Deployment", labelled("a-base", "a", "1")), ("Service", labelled("b", "b", "2"))], LABEL_INSTANCE
+    )
+    after = fingerprints(
+        [("Deployment", labelled("a-base", "a", "9")), ("Service", labelled("b", "b", "2"))], LABEL_INSTANCE
+    )
+    assert before[("llm", "b")] == after[("llm", "b")]
+    assert before[("llm", "a")] != after[("llm", "a")]
+    gone = fingerprints([("Service", labelled("b", "b", "2"))], LABEL_INSTANCE)
+    assert ("llm", "a") not in gone
+
+
+class Lister:
+    def __init__(self) -> None:
+        self.objects: list[tuple[str, dict[str, Any]]] = []
+        self.calls = 0
+
+    async def list_labelled(self, kind: Kind, namespace: str, label: str) -> list[dict[str, Any]]:
+        self.calls += 1
+        return [o for k, o in self.objects if k == kind.kind and o["metadata"]["namespace"] == namespace]
+
+
+def clean_outcome(written: bool = False) -> Outcome:
+    conds = [Condition(type=t, status=s, reason="X", last_transition_time="2026-01-01T00:00:00Z")
+             for t, s in (("Ready", "True"), ("Progressing", "False"), ("Degraded", "False"))]  # fmt: skip
+    return Outcome(status=SpecServeStatus(conditions=conds), status_written=written)
+
+
+def test_a_clean_unchanged_specserve_is_skipped_but_not_forever_and_any_change_ends_the_skip() -> None:
+    tracked = registry("a", "b")
+    for item in tracked.items.values():
+        item.body["metadata"]["resourceVersion"] = "5"
+    kube = Lister()
+    kube.objects = [("Deployment", labelled("a-base", "a", "1")), ("Deployment", labelled("b-base", "b", "1"))]
+    probe = ResyncProbe(tracked, kube, full_every=3)
+    a = tracked.items[("llm", "a")]
+
+    async def rounds() -> list[bool]:
+        skipped = []
+        await probe.read()
+        assert kube.calls == len(OWNED_KINDS)  # one LIST per kind for the namespace, not per SpecServe
+        skipped.append(probe.unchanged(a))  # nothing known yet: reconciled
+        probe.reconciled(a, clean_outcome())
+        for _ in range(3):
+            await probe.read()
+            skipped.append(probe.unchanged(a))
+            if not skipped[-1]:
+                probe.reconciled(a, clean_outcome())
+        kube.objects[0] = ("Deployment", labelled("a-base", "a", "2"))  # someone changed a's pool
+        await probe.read()
+        skipped.append(probe.unchanged(a))
+        probe.reconciled(a, clean_outcome(written=True))  # that reconcile repaired it: not clean
+        await probe.read()
+        skipped.append(probe.unchanged(a))
+        return skipped
+
+    assert asyncio.run(rounds()) == [False, True, True, False, False, False]

@@ -8,7 +8,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,10 +23,11 @@ from specserve.config import LeaderElection, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.lease import LeaseElector
-from specserve.slots import MEMO_KEY
+from specserve.slots import MEMO_KEY, Slots
 
 log = logging.getLogger("specserve")
 EXIT_LEADERSHIP_LOST = 3
+EXIT_GRACE_SECONDS = 5.0  # a deposed leader's orderly shutdown gets this long before the process exits anyway
 
 
 class LeadershipLostError(RuntimeError):
@@ -46,10 +48,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resync-seconds", type=float, default=30.0, help="drift repair interval (default 30)")
     parser.add_argument(
+        "--full-resync-every",
+        type=int,
+        default=4,
+        help="a resync round skips a SpecServe that is clean and unchanged since its last one, but reconciles it "
+        "every this-many rounds anyway (default 4; 1: every round)",
+    )
+    parser.add_argument(
         "--max-concurrent-reconciles", type=int, default=8, help="SpecServes reconciled at once (default 8)"
     )
     parser.add_argument(
+        "--max-concurrent-rolls",
+        type=int,
+        default=None,
+        help="pools rolling a changed pod template at once across the cluster, e.g. after an operator upgrade "
+        "(default: no limit)",
+    )
+    parser.add_argument(
         "--api-timeout-seconds", type=float, default=30.0, help="timeout of one Kubernetes API request (default 30)"
+    )
+    parser.add_argument(
+        "--read-timeout-seconds",
+        type=float,
+        default=10.0,
+        help="a whole read (GET or LIST, retries included); a hung read of one kind costs a reconcile this long "
+        "(default 10)",
     )
     parser.add_argument(
         "--leader-elect",
@@ -95,11 +118,14 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
     return OperatorConfig(
         namespaces=tuple(args.namespace),
         resync_seconds=args.resync_seconds,
+        full_resync_every=args.full_resync_every,
         liveness_endpoint=args.liveness,
         metrics_port=args.metrics_port,
         prometheus_url=args.prometheus_url,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        max_concurrent_rolls=args.max_concurrent_rolls,
         api_timeout_seconds=args.api_timeout_seconds,
+        read_timeout_seconds=args.read_timeout_seconds,
         leader_election=_leader_election(args),
         install_policy=InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write),
     )
@@ -111,6 +137,7 @@ def client_options(config: OperatorConfig) -> ClientOptions:
         connect_timeout=config.api_connect_timeout_seconds,
         request_timeout=config.api_timeout_seconds,
         connection_limit=max(8, 2 * config.max_concurrent_reconciles),
+        read_timeout=config.read_timeout_seconds,
     )
 
 
@@ -137,7 +164,7 @@ async def _operate(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.
         namespaces=config.namespaces,
         liveness_endpoint=config.liveness_endpoint,
         # Every object's memo is a shallow copy of this one: they share the client and the reconcile slots.
-        memo=kopf.Memo({"kube": kube, MEMO_KEY: asyncio.Semaphore(config.max_concurrent_reconciles)}),
+        memo=kopf.Memo({"kube": kube, MEMO_KEY: Slots(config.max_concurrent_reconciles)}),
         stop_flag=stop_flag,
     )
 
@@ -165,14 +192,25 @@ async def _standby_health(endpoint: str | None) -> AsyncIterator[None]:
         await runner.cleanup()
 
 
-async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event | None = None) -> None:
+async def serve(
+    config: OperatorConfig,
+    kube: KubeClient,
+    stop_flag: asyncio.Event | None = None,
+    on_lost: Callable[[], None] | None = None,
+) -> None:
     """Run the operator until `stop_flag` is set (or a signal). With leader election, wait for the lease first
-    and raise LeadershipLostError after stopping when it is lost. Closes `kube`'s connections at the end."""
+    and raise LeadershipLostError after stopping when it is lost. Closes `kube`'s connections at the end.
+
+    While leading, `kube` is fenced by the lease (KubeClient.fence): no write leaves this process once the lease
+    lapsed or went to another replica, whatever is still running. `on_lost` is called the moment the loss is
+    noticed (the CLI arms a hard exit there: kopf's shutdown must not hold a deposed leader alive for long)."""
     external = stop_flag or asyncio.Event()
-    elector = LeaseElector(kube, config.leader_election) if config.leader_election else None
+    lease_kube = kube.sibling() if config.leader_election else None  # the Lease's writes bypass the fence
+    elector = LeaseElector(lease_kube, config.leader_election) if lease_kube and config.leader_election else None
     lost = asyncio.Event()
     try:
         if elector is not None:
+            kube.fence(lambda: elector.leading)
             async with _standby_health(config.liveness_endpoint):
                 if not await elector.acquire(external):
                     return  # stopped while standing by
@@ -181,7 +219,7 @@ async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Eve
         # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
         stopped = asyncio.ensure_future(external.wait())
         holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
-        guard = asyncio.create_task(_guard(stopped, holding, lost, stop), name="specserve stop guard")
+        guard = asyncio.create_task(_guard(stopped, holding, lost, stop, kube, on_lost), name="specserve stop guard")
         try:
             await _operate(config, kube, stop)
         except asyncio.CancelledError:
@@ -199,20 +237,46 @@ async def serve(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Eve
         if elector is not None and not lost.is_set():
             await elector.release()
         await kube.close()
+        if lease_kube is not None:
+            await lease_kube.close()
 
 
 async def _guard(
-    stopped: asyncio.Future[Any], holding: asyncio.Future[Any], lost: asyncio.Event, stop: asyncio.Event
+    stopped: asyncio.Future[Any],
+    holding: asyncio.Future[Any],
+    lost: asyncio.Event,
+    stop: asyncio.Event,
+    kube: KubeClient,
+    on_lost: Callable[[], None] | None,
 ) -> None:
-    """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too)."""
+    """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too).
+    On a loss, drop the client's connections at once: requests still in flight (sent before the fence closed)
+    are cut instead of running to their timeout."""
     try:
         await asyncio.wait([stopped, holding], return_when=asyncio.FIRST_COMPLETED)
         if holding.done() and not stopped.done():
             lost.set()
+            if on_lost is not None:
+                on_lost()
+            await kube.close()
     finally:
         stopped.cancel()
         holding.cancel()
         stop.set()
+
+
+def _exit_after(seconds: float) -> Callable[[], None]:
+    """controller-runtime exits the moment it loses its lease; kopf's orderly shutdown waits for handlers and
+    watches. Give it `seconds`, then end the process whatever it is doing (a daemon timer thread: it fires even
+    if the event loop is blocked)."""
+
+    def arm() -> None:
+        log.error("the lease was lost: exiting within %.0f s", seconds)
+        timer = threading.Timer(seconds, os._exit, (EXIT_LEADERSHIP_LOST,))
+        timer.daemon = True
+        timer.start()
+
+    return arm
 
 
 def run(args: argparse.Namespace) -> int:
@@ -231,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot load Kubernetes credentials: %s", exc)
         return 2
     try:
-        asyncio.run(serve(config, kube))
+        asyncio.run(serve(config, kube, on_lost=_exit_after(EXIT_GRACE_SECONDS)))
     except asyncio.CancelledError:
         pass  # kopf's way of ending after a signal, as kopf.run() treats it
     except LeadershipLostError as exc:

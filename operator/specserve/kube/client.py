@@ -9,12 +9,15 @@ failures with jittered exponential backoff, and every failure is a KubeError.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import os
 import random
 import ssl
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 # Worth retrying: throttled, or the server (or something in front of it) failed without acting on the request.
 RETRIABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 EVENT = Kind("v1", "Event", "events")
+AUTH_REFRESH_SECONDS = 30.0  # how long credentials read from the configuration are reused
 _sleep = asyncio.sleep  # the backoff's sleep, on its own name so tests can record delays without waiting
 
 
@@ -45,6 +49,13 @@ class KubeError(RuntimeError):
         super().__init__(message)
 
 
+class FencedError(KubeError):
+    """A write refused before it was sent: this replica no longer holds the leader Lease (see KubeClient.fence)."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, f"{method} {path}: not sent: this replica no longer holds the leader lease")
+
+
 @dataclass(frozen=True)
 class ClientOptions:
     connect_timeout: float = 5.0  # TCP + TLS handshake
@@ -53,6 +64,9 @@ class ClientOptions:
     backoff_base: float = 0.25  # seconds; doubles per attempt, full jitter
     backoff_max: float = 8.0  # also caps a server's Retry-After
     connection_limit: int = 32  # concurrent connections to the API server
+    # A whole read (GET or LIST, its retries included): a hung read of one kind costs a reconcile this long at
+    # most, not attempts x request_timeout plus backoff.
+    read_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,18 @@ class KubeClient:
         proxy = configuration.proxy
         self._proxy = proxy if proxy and not should_bypass_proxies(self._host, configuration.no_proxy or "") else None
         self._session: aiohttp.ClientSession | None = None
+        self._may_write: Callable[[], bool] | None = None
+        self._auth: tuple[float, dict[str, str]] | None = None  # when the headers were read, the headers
+
+    def fence(self, may_write: Callable[[], bool]) -> None:
+        """Send no write (POST, PUT, PATCH, DELETE; every retry included) unless `may_write()` says so at that
+        moment: the leader's writes stop the instant its Lease lapses, whichever loop or handler issues them."""
+        self._may_write = may_write
+
+    def sibling(self) -> KubeClient:
+        """A client with the same credentials and options, its own connections, and no fence (the Lease's own
+        writes must go out while the fence is closed; client-go's leader election has its own client too)."""
+        return KubeClient(self._configuration, self._options)
 
     @classmethod
     def from_environment(cls, options: ClientOptions | None = None) -> KubeClient:
@@ -126,12 +152,18 @@ class KubeClient:
         self._session = None
 
     def _auth_headers(self) -> dict[str, str]:
-        # auth_settings() runs the configuration's refresh hook: rotated in-cluster tokens, exec plugins.
+        # auth_settings() runs the configuration's refresh hook (rotated in-cluster tokens, exec plugins): with a
+        # kubeconfig it re-reads the whole configuration (a tenth of a steady-state reconcile's CPU when it ran
+        # per request), so its headers are reused for a while; rotated tokens stay valid far longer.
+        now = time.monotonic()
+        if self._auth is not None and now - self._auth[0] < AUTH_REFRESH_SECONDS:
+            return self._auth[1]
         headers: dict[str, str] = {}
         settings: dict[str, Any] = dict(self._configuration.auth_settings())
         for setting in settings.values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[str(setting["key"])] = str(setting["value"])
+        self._auth = (now, headers)
         return headers
 
     async def _once(self, method: str, url: str, body: Any, content_type: str) -> _Response:
@@ -182,8 +214,13 @@ class KubeClient:
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         tries = max(1, attempts if attempts is not None else self._options.attempts) if idempotent else 1
         for attempt in range(tries):
+            if method != "GET" and self._may_write is not None and not self._may_write():
+                raise FencedError(method, path)
             try:
                 response = await self._once(method, url, body, content_type)
+                if response.status == 401 and self._auth is not None:
+                    self._auth = None  # the reused credentials expired: read them again, once
+                    response = await self._once(method, url, body, content_type)
             except KubeError as exc:
                 if attempt + 1 >= tries:
                     raise KubeError(exc.status, f"{method} {path}: {exc}") from exc
@@ -208,9 +245,15 @@ class KubeClient:
             raise KubeError(status, f"{method} {path}: HTTP {status}: expected an object, got {data!r:.200}")
         return data
 
+    async def _read(self, path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
+        try:
+            return await asyncio.wait_for(self._call("GET", path, query=query), timeout=self._options.read_timeout)
+        except TimeoutError:
+            raise KubeError(0, f"GET {path}: no answer within {self._options.read_timeout:g} s") from None
+
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
         path = kind.object_path(namespace, name)
-        status, data = await self._call("GET", path)
+        status, data = await self._read(path)
         if status == 404:
             return None
         if status >= 300:
@@ -220,7 +263,7 @@ class KubeClient:
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
         path = kind.collection_path(namespace)
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        status, data = await self._call("GET", path, query={"labelSelector": selector})
+        status, data = await self._read(path, query={"labelSelector": selector})
         if status == 404:
             return []  # the kind is not installed (e.g. no Prometheus Operator)
         if status >= 300:
@@ -228,6 +271,17 @@ class KubeClient:
         items = self._object("GET", path, status, data).get("items") or []
         # Filter again on our side too: a selector is a request, the labels are the truth.
         return [i for i in items if labels.items() <= (i.get("metadata", {}).get("labels") or {}).items()]
+
+    async def list_labelled(self, kind: Kind, namespace: str, label: str) -> builtins.list[JSON]:
+        """Every object of `kind` in `namespace` that carries `label` (any value): one LIST for many SpecServes."""
+        path = kind.collection_path(namespace)
+        status, data = await self._read(path, query={"labelSelector": label})
+        if status == 404:
+            return []  # the kind is not installed
+        if status >= 300:
+            raise self._fail("GET", path, status, data)
+        items = self._object("GET", path, status, data).get("items") or []
+        return [i for i in items if label in ((i.get("metadata") or {}).get("labels") or {})]
 
     async def apply(self, manifest: JSON, field_manager: str = FIELD_MANAGER) -> JSON:
         """Server-side apply as `field_manager` (the `specserve` manager unless a handover needs another), taking

@@ -54,7 +54,12 @@ class LeaseElector:
 
     @property
     def leading(self) -> bool:
-        return self.holder == self.identity and self._last_renewal is not None
+        """This replica holds the lease now: it won the last attempt and its last renewal is younger than the renew
+        deadline (shorter than the lease, so no standby can have taken over yet). The write fence reads this before
+        every write: it turns False by itself when renewals stop succeeding, without waiting for hold() to notice."""
+        if self.holder != self.identity or self._last_renewal is None:
+            return False
+        return self._clock() - self._last_renewal < self._election.renew_deadline_seconds
 
     def _spec(self, previous: JSON, now: str) -> JSON:
         spec = dict(previous)
@@ -79,14 +84,17 @@ class LeaseElector:
             self._observed, self._observed_at = key, self._clock()
         self.holder = key[0]
 
-    def _won(self, lease: JSON) -> bool:
+    def _won(self, lease: JSON, started: float) -> bool:
         self._observe(lease)
-        self._last_renewal = self._clock()
+        # The renewal counts from when the attempt started, not when its answer came: the server may have written
+        # renewTime at any moment in between, and a standby measures the lease from the renewal it saw.
+        self._last_renewal = started
         return True
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt: True when this replica holds the lease afterwards. API errors count as not holding."""
         e = self._election
+        started = self._clock()
         try:
             lease = await self._kube.get(LEASE, e.namespace, e.name)
             now = _micro_time()
@@ -98,7 +106,7 @@ class LeaseElector:
                     "spec": self._spec({}, now),
                 }
                 created = await self._kube.create(LEASE, e.namespace, body)
-                return self._won(created) if created is not None else False
+                return self._won(created, started) if created is not None else False
             self._observe(lease)
             spec = lease.get("spec") or {}
             duration = float(spec.get("leaseDurationSeconds") or e.lease_seconds)
@@ -115,7 +123,7 @@ class LeaseElector:
                 "spec": self._spec(spec, now),
             }
             replaced = await self._kube.replace(LEASE, e.namespace, e.name, body)
-            return self._won(replaced) if replaced is not None else False  # None: another replica wrote first
+            return self._won(replaced, started) if replaced is not None else False  # None: another replica wrote first
         except KubeError as exc:
             log.warning("lease %s/%s: %s", e.namespace, e.name, exc)
             return False

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
-from specserve.kube.kinds import DEPLOYMENT, OWNED_KINDS, PODMONITOR, Kind, kind_of
+from specserve.kube.kinds import CONFIGMAP, DEPLOYMENT, HTTPROUTE, OWNED_KINDS, PODMONITOR, SERVICE, Kind, kind_of
 from specserve.reconcile.intent import ref
 from specserve.render.manifests import LABEL_INSTANCE
 
@@ -25,6 +25,13 @@ JSON = dict[str, Any]
 HANDOVER_MANAGER = "specserve-handover"
 # Kinds whose API may be absent (a 404 on apply means "not installed", and only their own condition says so).
 OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
+# Kinds of optional APIs (CRDs a cluster may lack): a 404 on their apply means "not installed", never a failure
+# that holds the rest of the pass (pruning included) back. Their own condition says so.
+MAY_BE_ABSENT = frozenset({PODMONITOR.kind, HTTPROUTE.kind})
+# Kinds the pass cannot go on without (pools, their Services and config, the route): a failed read of one of these
+# makes the pass blind (it holds everything). Any other kind that cannot be read is left as it is for this pass
+# while the rest is reconciled.
+ESSENTIAL_KINDS = frozenset({DEPLOYMENT.kind, SERVICE.kind, CONFIGMAP.kind, HTTPROUTE.kind})
 
 
 class Kube(Protocol):
@@ -44,6 +51,7 @@ class Snapshot:
     owned: dict[str, JSON] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)
     read_errors: list[str] = field(default_factory=list)
+    unread: dict[str, str] = field(default_factory=dict)  # non-essential kind -> why it could not be read
 
 
 @dataclass
@@ -82,15 +90,19 @@ async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, d
         try:
             items = await kube.list(kind, namespace, {LABEL_INSTANCE: instance})
         except KubeError as exc:
-            if exc.status != 404:
+            if exc.status == 404:
+                continue
+            if kind.kind in ESSENTIAL_KINDS:
                 snap.read_errors.append(f"listing {kind.plural}: {exc}")
+            else:
+                snap.unread[kind.kind] = f"listing {kind.plural}: {exc}"
             continue
         for item in items:
             if owned_by(item, uid):
                 snap.owned[f"{kind.kind}/{item['metadata']['name']}"] = item
     for manifest in desired:
         key = ref(manifest)
-        if key in snap.owned:
+        if key in snap.owned or manifest["kind"] in snap.unread:
             continue
         try:
             live = await kube.get(kind_of(manifest), namespace, manifest["metadata"]["name"])
@@ -166,6 +178,9 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
             out.live[key] = await kube.apply(with_applied_hash(manifest))
             out.applied.append(key)
         except KubeError as exc:
+            if exc.status == 404 and manifest["kind"] in MAY_BE_ABSENT:
+                out.not_installed.add(key)
+                continue
             if manifest["kind"] in OPTIONAL_KINDS:
                 out.optional[key] = str(exc)
                 if exc.status == 404:

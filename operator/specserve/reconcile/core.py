@@ -38,12 +38,12 @@ from specserve.reconcile.intent import (
     ref,
     route_backends,
     with_route_weights,
-    with_template_hash,
 )
+from specserve.reconcile.rendered import remembered_render
 from specserve.reconcile.rollout import Plan, Step, World, plan
+from specserve.reconcile.rolls import RollBudget
 from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
-from specserve.render import render
 from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
 from specserve.status import (
     AUTOSCALER_CONFLICT,
@@ -132,6 +132,7 @@ async def reconcile(
     body: Mapping[str, Any],
     now: Callable[[], str] = _now,
     install: InstallPolicy = NO_HOST_PATHS,
+    rolls: RollBudget | None = None,
 ) -> Outcome:
     old = previous_status(body)
     try:
@@ -144,7 +145,7 @@ async def reconcile(
     tgt = target(obj, old)
     shown = rendered_spec(obj, old)
     the_pools = pools(shown, tgt.mode)
-    desired = [with_template_hash(m) if m["kind"] == DEPLOYMENT.kind else m for m in render(shown, tgt.mode)]
+    desired = remembered_render(shown, tgt.mode)  # the last render while nothing changed (render() is pure)
     meta = obj.metadata
     snap = await snapshot(kube, meta.namespace, meta.name, meta.uid, desired)
     if snap.read_errors:
@@ -158,15 +159,22 @@ async def reconcile(
     causes = await pool_causes(kube, meta.namespace, meta.name, snap.owned, rendered, _reported_causes(old))
     autoscaling = await autoscaler_conflicts(kube, meta.namespace, snap.owned, rendered, _conflict_reported(old))
     world = _world(obj, tgt, the_pools, desired, snap, old, causes)
+    if rolls is not None:  # the cluster-wide roll budget: read and updated with no await in between
+        owner = (meta.namespace, meta.name)
+        world = replace(world, roll_slots=rolls.slots(owner, world))
     the_plan = _await_gateway(
         plan(world), world, snap.owned.get(route_key), old, obj.spec.routing.settle_seconds, now()
     )
+    if rolls is not None:
+        rolls.record(owner, world, the_plan)
     skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
+    skip |= {ref(m) for m in desired if m["kind"] in snap.unread}  # not read this pass: left as they are
     serving = frozenset(n for n, p in world.live.items() if p.serving and n not in world.excluded)
     applied = await _apply_traffic_first(
         kube, [m for m in desired if ref(m) not in skip], snap.owned, route_key, the_plan, serving
     )
     pruned, prune_failures = ([], []) if applied.failed else await _prune(kube, obj, desired, snap, the_plan)
+    prune_failures += [f"{why}; left as they are this pass" for why in snap.unread.values()]
 
     live = {**snap.owned, **applied.live}
     seen = _observe(obj, tgt, old, the_pools, desired, live, the_plan, snap, applied, prune_failures, causes,
@@ -455,7 +463,8 @@ def _observe(
     ]
     by_flavour = {p.flavour.speculative: health[p.name] for p in the_pools}
     route_requested = obj.spec.routing.gateway is not None
-    route_live = live.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")
+    route_key = f"{HTTPROUTE.kind}/{obj.metadata.name}"
+    route_live = live.get(route_key)
     weights = _live_weights(route_backends(route_live), flavours, live) if route_requested else None
     engine = health.get(the_pools[0].name) if len(the_pools) == 1 else None
     progressing = None
@@ -470,7 +479,7 @@ def _observe(
         weights=weights,
         speculative_pool=by_flavour.get(True),
         baseline_pool=by_flavour.get(False),
-        route=RouteHealth.observe(route_requested, route_live),
+        route=RouteHealth.observe(route_requested, route_live, installed=route_key not in applied.not_installed),
         problems=tuple(applied.failures + prune_failures),
         pools=tuple(health.values()) + tuple(replaced),
         progressing=progressing,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from specserve.pool_state import PoolCounts
 
 DOWNTIME_REASON = "DowntimeAhead"
+ROLL_SLOT_REASON = "WaitingForRollSlot"
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class World:
     target_weights: Mapping[str, int]  # desired pool -> weight the switching target asks for
     announced: frozenset[str] = frozenset()  # downtime announcements already made (DesiredPool.announcement)
     excluded: frozenset[str] = frozenset()  # pools that must get no traffic (e.g. their Service is someone else's)
+    # How many of this SpecServe's pools may start a pod-template roll now (the cluster-wide --max-concurrent-rolls
+    # budget, counted by the caller); None: no limit. A pool past the budget is held (WaitingForRollSlot).
+    roll_slots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,21 @@ def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft)
     changed = [p for p in world.desired if p.name in world.live and not world.live[p.name].template_current]
     # A pool that serves nothing rolls at once: there is no capacity to protect.
     candidates = [p for p in changed if world.live[p.name].serving]
+    slots = [world.roll_slots]  # the budget left this pass (None: no limit)
+
+    def slot_for(pool: DesiredPool) -> bool:
+        if slots[0] is None:
+            return True
+        if slots[0] <= 0:
+            draft.held.add(pool.name)
+            draft.step(ROLL_SLOT_REASON, f"{pool.name} waits for a roll slot (at most --max-concurrent-rolls pools "
+                       "roll at once across the cluster)")  # fmt: skip
+            return False
+        slots[0] -= 1
+        return True
+
     for p in changed:
-        if p not in candidates:
+        if p not in candidates and slot_for(p):
             draft.step("RollingPool", f"rolling {p.name} (it serves no traffic)")
     live_route = world.live_route or {}
     # Roll first the pools that carry least traffic now, then those the target gives least.
@@ -169,7 +186,8 @@ def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft)
             draft.held.add(pool.name)
             draft.step("WaitingForPool", f"{pool.name} rolls once {', '.join(busy)} is Ready")
             continue
-        _roll_one(world, desired, pool, draft)
+        if slot_for(pool):
+            _roll_one(world, desired, pool, draft)
 
 
 def _busy(live: LivePool | None, pool: DesiredPool) -> bool:

@@ -1,0 +1,94 @@
+"""--max-concurrent-rolls: the planner's roll_slots input and the cluster-wide budget that feeds it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specserve.reconcile.rollout import ROLL_SLOT_REASON, DesiredPool, LivePool, World, plan
+from specserve.reconcile.rolls import RollBudget
+
+
+def live(name: str, current: bool, ready: int = 1, updated: int | None = None, replicas: int = 1) -> LivePool:
+    return LivePool(
+        name=name, template_current=current, generation=2, observed_generation=2, spec_replicas=replicas,
+        replicas=replicas, ready=ready, updated=replicas if updated is None else updated,
+    )  # fmt: skip
+
+
+def world(*pools: LivePool, slots: int | None = None) -> World:
+    return World(
+        desired=tuple(DesiredPool(p.name, 1, "new") for p in pools),
+        live={p.name: p for p in pools},
+        route=False,
+        live_route=None,
+        target_weights={p.name: 100 for p in pools},
+        roll_slots=slots,
+    )
+
+
+def test_without_a_budget_the_plan_is_unchanged_and_with_none_left_a_roll_waits_for_a_slot() -> None:
+    changed = world(live("a-spec", False, ready=0), live("a-base", False, ready=0))
+    assert plan(changed) == plan(replace(changed, roll_slots=5))
+    assert plan(changed).held == frozenset()  # pools serving nothing roll at once
+    one = plan(replace(changed, roll_slots=1))
+    assert len(one.held) == 1
+    none = plan(replace(changed, roll_slots=0))
+    assert none.held == {"a-spec", "a-base"}
+    assert none.steps[0].reason == ROLL_SLOT_REASON  # Progressing names why
+    assert "max-concurrent-rolls" in none.steps[0].message
+
+
+def test_the_budget_is_shared_across_specserves_and_freed_when_a_pool_settles() -> None:
+    budget = RollBudget(2)
+    worlds = {name: world(live(f"{name}-engine", False, ready=0)) for name in ("a", "b", "c")}
+    held = {}
+    for name, w in worlds.items():
+        budgeted = replace(w, roll_slots=budget.slots(("llm", name), w))
+        p = plan(budgeted)
+        budget.record(("llm", name), budgeted, p)
+        held[name] = p.held
+    assert held == {"a": frozenset(), "b": frozenset(), "c": {"c-engine"}}
+    assert sum(len(v) for v in budget.rolling.values()) == 2
+
+    # a's pool runs its new template but is not Ready yet: still rolling, c still waits
+    a_loading = world(live("a-engine", True, ready=0))
+    budget.record(("llm", "a"), a_loading, plan(replace(a_loading, roll_slots=budget.slots(("llm", "a"), a_loading))))
+    assert budget.slots(("llm", "c"), worlds["c"]) == 0
+    # a's pool settled: its slot goes to c
+    a_done = world(live("a-engine", True, ready=1))
+    budget.record(("llm", "a"), a_done, plan(a_done))
+    assert budget.slots(("llm", "c"), worlds["c"]) == 1
+
+
+def test_a_pool_found_mid_roll_after_a_restart_counts() -> None:
+    budget = RollBudget(1)
+    mid = world(live("a-engine", True, ready=1, updated=1, replicas=2))  # an old-template pod still runs
+    budget.record(("llm", "a"), mid, plan(mid))
+    assert budget.slots(("llm", "b"), world(live("b-engine", False, ready=0))) == 0
+
+
+def test_a_deleted_specserve_frees_its_slots_and_the_limit_is_checked() -> None:
+    budget = RollBudget(1)
+    w = world(live("a-engine", False, ready=0))
+    budget.record(("llm", "a"), w, plan(replace(w, roll_slots=budget.slots(("llm", "a"), w))))
+    assert budget.slots(("llm", "b"), w) == 0
+    budget.forget(("llm", "a"))
+    assert budget.slots(("llm", "b"), w) == 1
+    assert RollBudget(None).slots(("llm", "a"), w) is None
+    with pytest.raises(ValueError, match="max-concurrent-rolls"):
+        RollBudget(0)
+
+
+def test_a_finished_roll_wakes_the_longest_waiting_specserves_once() -> None:
+    budget = RollBudget(1)
+    changed = {name: world(live(f"{name}-engine", False, ready=0)) for name in ("a", "b", "c")}
+    for name, w in changed.items():
+        budgeted = replace(w, roll_slots=budget.slots(("llm", name), w))
+        budget.record(("llm", name), budgeted, plan(budgeted))
+    assert budget.wake() == []  # nothing finished yet
+    done = world(live("a-engine", True, ready=1))
+    assert budget.record(("llm", "a"), done, plan(done))  # a's roll finished: a slot is free
+    assert budget.wake() == [("llm", "b")]  # b waited longest; one slot, one SpecServe
+    assert budget.wake() == []  # once per release
