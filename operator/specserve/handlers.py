@@ -174,6 +174,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:  
             tracked.forget(body)
             rolls.forget(Registry.key(body))
             forget_render(*Registry.key(body))
+            telemetry.forget(*Registry.key(body))
         else:
             tracked.update(_plain(body), memo)
 
