@@ -13,7 +13,7 @@ from specserve.policy.learning import CONFIDENT, MAX_GRID, coverage
 from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.learning import (
     CURVE_DRIFT,
-    PERSIST_SECONDS,
+    persist_seconds,
     Remembered,
     from_status,
     learning_round,
@@ -42,6 +42,7 @@ def drive(
             sample(t, CALIBRATED.speculative.at(4.0) * factor),
             Strategy.TRAFFIC_SPLIT,
             settled=True,
+            interval=15.0,
         )
         if done.write is not None:
             saved = done.write
@@ -70,11 +71,11 @@ def test_writes_are_throttled_and_an_operator_restart_loses_at_most_one_period()
     memory, saved, writes, _ = drive(0.8, 120)  # 30 minutes
     assert writes[0] == 0.0
     gaps = [b - a for a, b in itertools.pairwise(writes)]
-    assert gaps and min(gaps) >= PERSIST_SECONDS
-    assert len(writes) <= 1 + 120 * 15.0 / PERSIST_SECONDS
+    assert gaps and min(gaps) >= persist_seconds(15.0) == 300.0
+    assert len(writes) <= 1 + 120 * 15.0 / 300.0
     # A restarted operator has no memory: it resumes from status, confident where the memory was.
     resumed = learning_round(
-        None, saved, CALIBRATED, sample(1800.0, 0.0, running=0.0), Strategy.TRAFFIC_SPLIT, settled=True
+        None, saved, CALIBRATED, sample(1800.0, 0.0, running=0.0), Strategy.TRAFFIC_SPLIT, settled=True, interval=15.0
     )
     assert coverage(resumed.round.learning, Mode.SPECULATIVE) == coverage(memory.learning, Mode.SPECULATIVE)
 
@@ -87,17 +88,23 @@ def test_a_drift_writes_at_once_and_sets_the_condition() -> None:
     assert saved2 is not None and saved2.last_drift is not None and saved2.last_drift.shift < 0
     status = SpecServeStatus()
     done = learning_round(
-        memory, saved2, CALIBRATED, sample(2000.0, 0.0, running=0.0), Strategy.TRAFFIC_SPLIT, settled=True
+        memory,
+        saved2,
+        CALIBRATED,
+        sample(2000.0, 0.0, running=0.0),
+        Strategy.TRAFFIC_SPLIT,
+        settled=True,
+        interval=15.0,
     )
     cond = next(c for c in done.apply(status, 3, 2000.0).conditions if c.type == CURVE_DRIFT)
     assert cond.reason in ("Relearning", "Relearned")
-    quiet = learning_round(None, None, CALIBRATED, sample(0.0, 1.0, running=0.0), Strategy.TRAFFIC_SPLIT, True)
+    quiet = learning_round(None, None, CALIBRATED, sample(0.0, 1.0, running=0.0), Strategy.TRAFFIC_SPLIT, True, 15.0)
     cond = next(c for c in quiet.apply(status, 3, 0.0).conditions if c.type == CURVE_DRIFT)
     assert (cond.status, cond.reason) == ("False", "NoDrift")
 
 
 def test_a_roll_in_flight_teaches_nothing() -> None:
-    done = learning_round(None, None, CALIBRATED, sample(0.0, 1.0), Strategy.RESTART, settled=False)
+    done = learning_round(None, None, CALIBRATED, sample(0.0, 1.0), Strategy.RESTART, settled=False, interval=15.0)
     assert all(p.weight == 0 for p in done.round.learning.speculative.points)
     assert done.curves == CALIBRATED
 

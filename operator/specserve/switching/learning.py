@@ -2,8 +2,9 @@
 the CurveDrift condition, and when the learned state is worth an API write.
 
 The learned state costs no query (it reads the sample the loop already has) and few writes: status.learning
-is written at most every PERSIST_SECONDS, or at once when the drift test fires; between writes it lives in the
-loop's memory. An operator restart resumes from status, losing at most PERSIST_SECONDS of evidence."""
+is written at most every `persist_seconds` (PERSIST_EVALUATIONS evaluations, within PERSIST_RANGE), or at once
+when the drift test fires; between writes it lives in the loop's memory. An operator restart resumes from status,
+losing at most that much evidence (a few percent of the evidence half-life)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,15 @@ from specserve.status import set_condition
 from specserve.switching.state import epoch, rfc3339
 
 CURVE_DRIFT = "CurveDrift"  # a condition of the switching loop (field manager specserve-switching)
-PERSIST_SECONDS = 300.0
+PERSIST_EVALUATIONS = 20
+PERSIST_RANGE = (10.0, 300.0)  # the default 15 s evaluation interval writes every 300 s
+
+
+def persist_seconds(evaluation_interval: float) -> float:
+    lo, hi = PERSIST_RANGE
+    return min(hi, max(lo, PERSIST_EVALUATIONS * evaluation_interval))
+
+
 MODES = (Mode.SPECULATIVE, Mode.BASELINE)
 
 
@@ -125,8 +134,8 @@ def learn(learning: Learning, curves: ModeCurves, sample: Sample, strategy: Stra
     return Round(update.learning, effective(curves, update.learning), update.drifts)
 
 
-def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: float) -> bool:
-    return saved is None or bool(drifts) or now - epoch(saved.last_update) >= PERSIST_SECONDS
+def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: float, interval: float) -> bool:
+    return saved is None or bool(drifts) or now - epoch(saved.last_update) >= persist_seconds(interval)
 
 
 def drift_condition(status: SpecServeStatus, learning: Learning, generation: int | None, now: float) -> SpecServeStatus:
@@ -194,9 +203,10 @@ def learning_round(
     sample: Sample,
     strategy: Strategy,
     settled: bool,
+    interval: float,
 ) -> Learned:
     learning = resume_learning(memory, saved, curves)
     done = learn(learning, curves, sample, strategy, settled)
     now = sample.time
-    write = to_status(curves, done.learning, now) if worth_writing(saved, done.drifts, now) else None
+    write = to_status(curves, done.learning, now) if worth_writing(saved, done.drifts, now, interval) else None
     return Learned(done, curves, write)

@@ -212,7 +212,9 @@ class SwitchingLoop:
         status = previous_status(body)
         settled = got.reading.reason is None and converging(obj, status, got.pools) is None
         sample = replace(got.reading.sample, time=now)
-        return learning_round(self._learning.get(key), status.learning, curves, sample, obj.spec.strategy, settled)
+        interval = obj.spec.switching.evaluation_interval_seconds
+        memory = self._learning.get(key)
+        return learning_round(memory, status.learning, curves, sample, obj.spec.strategy, settled, interval)
 
     async def _tell(self, tracked: Tracked, obj: SpecServe, done: Evaluation, got: Gathered) -> None:
         ns, name = obj.metadata.namespace, obj.metadata.name
