@@ -154,5 +154,11 @@ def test_observations_per_replica_and_adaptive_drafting_off() -> None:
     )
     (seen,) = observations(off, Strategy.ADAPTIVE)
     assert seen.mode is Mode.BASELINE
+    # The decode throughput gauge, where exported, is preferred to the bursty finished-token rate.
+    gauge = Sample(
+        0.0, 4.0, baseline=PoolSignal(ready_replicas=2, running=8.0, tokens_per_second=0.0, gen_throughput=900.0)
+    )
+    (seen,) = observations(gauge, Strategy.TRAFFIC_SPLIT)
+    assert (seen.mode, seen.tokens_per_second) == (Mode.BASELINE, 450.0)
     unknown = Sample(0.0, None, speculative=PoolSignal(ready_replicas=1, running=None, tokens_per_second=1.0))
     assert observations(unknown, Strategy.RESTART) == ()

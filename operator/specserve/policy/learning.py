@@ -157,13 +157,16 @@ def observations(sample: Sample, strategy: Strategy) -> tuple[Observation, ...]:
 
 
 def _observation(signal: PoolSignal, mode: Mode) -> Observation | None:
-    if signal.ready_replicas <= 0 or signal.running is None or signal.tokens_per_second is None:
+    """The decode throughput gauge where the engines export it (sampled with the running count), else the rate
+    of generated tokens (counted as requests finish: noisy over a short window, the robust fit absorbs it)."""
+    tokens = signal.gen_throughput if signal.gen_throughput is not None else signal.tokens_per_second
+    if signal.ready_replicas <= 0 or signal.running is None or tokens is None:
         return None
     per = signal.running / signal.ready_replicas
-    if per < MIN_RUNNING or not math.isfinite(signal.tokens_per_second) or signal.tokens_per_second < 0:
+    if per < MIN_RUNNING or not math.isfinite(tokens) or tokens < 0:
         return None
     accept = signal.accept_length if mode is Mode.SPECULATIVE else None
-    return Observation(mode, per, signal.tokens_per_second / signal.ready_replicas, accept)
+    return Observation(mode, per, tokens / signal.ready_replicas, accept)
 
 
 @dataclass(frozen=True)
