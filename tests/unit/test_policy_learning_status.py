@@ -13,10 +13,10 @@ from specserve.policy.learning import CONFIDENT, MAX_GRID, coverage
 from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.learning import (
     CURVE_DRIFT,
-    persist_seconds,
     Remembered,
     from_status,
     learning_round,
+    persist_seconds,
     to_status,
 )
 from tests.unit.test_policy_learning import CALIBRATED
