@@ -3,7 +3,7 @@ relative residuals (observed / learned - 1).
 
 Why the median: a burst of one or two wild readings (a scrape across a restart, a counter reset) moves the
 median of five by nothing, so it cannot fire the test; a real move of the curve moves every residual and the
-median with them. Why CUSUM: it adds up small consistent residuals (a 15 % move fires in a handful of rounds)
+median with them. Why CUSUM: it adds up small consistent residuals (a 15 % move fires within ten rounds)
 while zero-mean noise below DRIFT_ALLOWANCE drains away. Page's CUSUM: S+ = max(0, S+ + r - k), S- = max(0, S- -
 r - k); it fires when either passes h, and then starts again from zero.
 """
@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 
 DRIFT_ALLOWANCE = 0.05  # k: relative residuals smaller than 5 % are treated as noise
-DRIFT_THRESHOLD = 0.6  # h: e.g. a 20 % move fires in 4 rounds, a 50 % move in 2
+DRIFT_THRESHOLD = 0.6  # h: once the median moved, a 20 % move fires in 5 rounds, a 50 % move in 2
 RESIDUAL_CLIP = 0.5  # one round adds at most this much (a wild median cannot fire alone from zero)
 WINDOW = 5  # residuals the median is taken over
 
