@@ -11,7 +11,8 @@ The model (docs/learning.md says why each choice):
 - Robust: a residual beyond OUTLIER (relative to the current estimate) weighs OUTLIER/|r| and counts as
   +-OUTLIER (Huber), so a burst of wild readings barely moves the curve, while a real move keeps pulling.
 - Physical shape: the curve the policy and status see is made non-decreasing in concurrency (weighted pool-
-  adjacent-violators) and flat beyond its last point (saturating); it never extrapolates a trend.
+  adjacent-violators) wherever the calibrated curve is, and flat beyond its last point (saturating); it never
+  extrapolates a trend, and with no evidence it is exactly the calibrated curve.
 - Speculative evidence is stored per unit of accept length relative to a reference accept length: at a fixed draft
   configuration tokens/s is proportional to the accepted tokens per step, so when the accept length moves the
   whole speculative curve (observed and unobserved concurrencies alike) is scaled by recent / reference at once.
@@ -25,6 +26,7 @@ The model (docs/learning.md says why each choice):
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -278,10 +280,20 @@ def nondecreasing(values: Sequence[float], weights: Sequence[float] | None = Non
     return out
 
 
+def _physical(
+    calibrated: Sequence[float], values: Sequence[float], weights: Sequence[float] | None = None
+) -> list[float]:
+    """Non-decreasing where the calibrated curve is: a measured curve that falls (a real saturation artefact,
+    or a profile's shape) is the prior's own shape, and evidence never makes it less physical than it was."""
+    if all(a <= b for a, b in itertools.pairwise(calibrated)):
+        return nondecreasing(values, weights)
+    return list(values)
+
+
 def _curve(base: Curve, grid: Sequence[float], ratios: Sequence[float], what: str) -> Curve:
-    """The calibrated curve's own points scaled by the ratios (interpolated on the grid), made non-decreasing."""
+    """The calibrated curve's own points scaled by the ratios (interpolated on the grid), kept physical."""
     ys = [y * _at(ratios, _kernel(grid, x)) for x, y in zip(base.xs, base.ys, strict=True)]
-    return Curve.from_points(zip(base.xs, nondecreasing(ys), strict=True), what)
+    return Curve.from_points(zip(base.xs, _physical(base.ys, ys), strict=True), what)
 
 
 def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
@@ -301,7 +313,7 @@ def learned_points(curves: ModeCurves, learning: Learning, mode: Mode) -> list[t
     scale = accept_scale(learning) if mode is Mode.SPECULATIVE else 1.0
     cal = [rate(curves.curve(mode), x) for x in learning.grid]
     raw = [c * estimate(p) * scale for c, p in zip(cal, learned.points, strict=True)]
-    fitted = nondecreasing(raw, [p.weight + PRIOR_WEIGHT for p in learned.points])
+    fitted = _physical(cal, raw, [p.weight + PRIOR_WEIGHT for p in learned.points])
     return [(x, c, y, confidence(p)) for x, c, y, p in zip(learning.grid, cal, fitted, learned.points, strict=True)]
 
 
