@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import crossover
-from specserve.policy.learning import SLEW_PER_HOUR
+from specserve.policy.learning import SLEW_PER_HOUR, effective
 from specserve.policy.types import Action, PoolSignal, Sample
 from specserve.simulate.learned import LearnedPolicy
 from specserve.simulate.policy import SpecServePolicy
@@ -54,3 +54,11 @@ def test_with_the_pool_serving_as_calibrated_the_learned_policy_decides_as_the_s
     learned = LearnedPolicy(k, CURVES, Mode.SPECULATIVE, Strategy.RESTART)
     assert first_restart(learned, 1.0, 2.0) is None
     assert learned.curves is not None and crossover(learned.curves) == crossover(CURVES)
+
+
+def test_adaptive_reports_its_learned_curves_but_re_renders_from_the_calibrated_ones() -> None:
+    learned = LearnedPolicy(knobs(Strategy.ADAPTIVE), CURVES, Mode.SPECULATIVE, Strategy.ADAPTIVE)
+    for i in range(400):
+        learned.decide(serving(i * 15.0, 0.5), converging=False)
+    assert learned.curves == CURVES
+    assert effective(CURVES, learned.learning) != CURVES  # what it would change, as status shows

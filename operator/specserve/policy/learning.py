@@ -307,6 +307,14 @@ def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
     )
 
 
+def decision_curves(curves: ModeCurves, learning: Learning, strategy: Strategy) -> ModeCurves:
+    """The curves the policy decides with. Adaptive keeps the calibrated ones: each move of its crossover
+    re-renders the config and rolls the pool, and on the drifting-acceptance day (docs/learning.md) following
+    the moving crossover cost more than it gained even with the true curves; its learned curves are reported
+    (status, advisory) but do not drive re-renders."""
+    return curves if strategy is Strategy.ADAPTIVE else effective(curves, learning)
+
+
 def learned_points(curves: ModeCurves, learning: Learning, mode: Mode) -> list[tuple[float, float, float, float]]:
     """(concurrency, calibrated, learned, confidence) per grid point, the learned values non-decreasing."""
     learned = learning.of(mode)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import ModeCurves
-from specserve.policy.learning import Learning, effective, observations, observe, start
+from specserve.policy.learning import Learning, decision_curves, observations, observe, start
 from specserve.policy.types import Knobs, Sample
 from specserve.simulate.policy import SpecServePolicy
 from specserve.simulate.setup import Command, Setup
@@ -30,7 +30,7 @@ class LearnedPolicy(SpecServePolicy):
         # As the loop: only a settled pool with a known load teaches (switching.learning.learn).
         seen = observations(sample, self.strategy) if not converging and sample.demand is not None else ()
         self.learning = observe(self.learning, self.calibrated, seen, sample.time).learning
-        self.curves = effective(self.calibrated, self.learning)
+        self.curves = decision_curves(self.calibrated, self.learning, self.strategy)
         return super().decide(sample, converging)
 
 

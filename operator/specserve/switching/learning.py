@@ -29,6 +29,7 @@ from specserve.policy.learning import (
     ModeLearning,
     Point,
     coverage,
+    decision_curves,
     effective,
     fits,
     learned_points,
@@ -131,7 +132,7 @@ def learn(learning: Learning, curves: ModeCurves, sample: Sample, strategy: Stra
     into the other mode serves neither curve."""
     seen = observations(sample, strategy) if settled and sample.demand is not None else ()
     update = observe(learning, curves, seen, sample.time)
-    return Round(update.learning, effective(curves, update.learning), update.drifts)
+    return Round(update.learning, decision_curves(curves, update.learning, strategy), update.drifts)
 
 
 def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: float, interval: float) -> bool:
