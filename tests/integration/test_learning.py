@@ -81,13 +81,18 @@ def learning_doc(doc: dict[str, Any], profile: Profile) -> dict[str, Any]:
     return body
 
 
-def learned_at(api: FakeApiServer, concurrency: float) -> tuple[float, float] | None:
-    """(learned tokens/s, confidence) of the speculative curve at a grid concurrency, as status shows it."""
+def point(api: FakeApiServer, concurrency: float) -> dict[str, Any]:
+    """The speculative curve's grid point at `concurrency`, as status shows it ({} before the first write)."""
     learning = status(api).get("learning") or {}
-    for p in (learning.get("speculative") or {}).get("points", []):
-        if p["concurrency"] == concurrency:
-            return p["learned"], p["confidence"]
-    return None
+    return next(
+        (p for p in (learning.get("speculative") or {}).get("points", []) if p["concurrency"] == concurrency), {}
+    )
+
+
+def learned_at(api: FakeApiServer, concurrency: float) -> tuple[float, float] | None:
+    """(learned tokens/s, confidence) of the speculative curve at a grid concurrency."""
+    p = point(api, concurrency)
+    return (p["learned"], p["confidence"]) if p else None
 
 
 def near(api: FakeApiServer, truth: float, tolerance: float = 0.08) -> bool:
@@ -123,6 +128,17 @@ async def test_the_learned_curve_converges_to_the_emulator_after_its_profile_cha
             far = learned_at(fake, 250.0)
             assert far is not None and far[1] < 0.75
             assert far[0] == pytest.approx(profile.speculative.at(250.0), rel=0.01)
+            await eventually(lambda: point(fake, LEVEL)["weight"] >= 40, timeout=120, what="more evidence")
+            assert not running.done(), "the operator stopped"
+        # A restarted operator resumes the evidence from status rather than learning afresh.
+        saved = status(fake)["learning"]
+        weight = point(fake, LEVEL)["weight"]
+        async with operator(prometheus.url) as running:
+            await eventually(lambda: status(fake)["learning"]["lastUpdate"] != saved["lastUpdate"], timeout=120,
+                             what="a write by the restarted operator")  # fmt: skip
+            assert point(fake, LEVEL)["weight"] > weight
+            assert near(fake, after)
+            assert events(fake).count(("Warning", "CurveDrift")) == 1
             assert not running.done(), "the operator stopped"
     finally:
         await load.close()
