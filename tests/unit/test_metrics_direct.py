@@ -119,6 +119,7 @@ def test_direct_reads_a_real_engine_over_http() -> None:
         values = asyncio.run(scrape(url))
     assert values[Signal.RUNNING] == {KEY: 0.0} and values[Signal.QUEUED] == {KEY: 0.0}  # idle, and known
     assert values[Signal.ACCEPT_LENGTH][KEY] > 1  # a speculative engine
+    assert values[Signal.GEN_THROUGHPUT] == {KEY: 0.0}  # the decode throughput gauge: idle, and known
 
 
 def test_pod_urls_are_the_ready_pods_of_the_specserve_by_pool(kimi_doc: dict[str, object]) -> None:

@@ -643,6 +643,63 @@ class SwitchingState(Model):
         return data
 
 
+# ------------------------------------------------------------------------------------ learned curves (status)
+
+
+class LearnedPoint(Model):
+    """One grid concurrency of a learned curve (specserve.policy.learning): what the policy would use there."""
+
+    concurrency: float = Field(gt=0, description="Requests per replica.")
+    calibrated: float = Field(ge=0, description="Tokens/s of one replica from spec.switching.curves.")
+    learned: float = Field(ge=0, description="Tokens/s of one replica as the pools served it lately.")
+    confidence: float = Field(ge=0, le=1, description="How far the evidence outweighs the calibrated prior.")
+    # The estimator's own state, so that an operator restart resumes it (docs/learning.md).
+    weight: float = Field(default=0.0, ge=0, description="Decayed evidence, in evaluations.")
+    ratio: float = Field(default=1.0, ge=0, description="Evidence mean of observed / calibrated.")
+    applied: float = Field(default=1.0, ge=0, description="Ratio to calibrated the policy decides with.")
+
+
+class LearnedMode(Model):
+    points: list[LearnedPoint] = Field(default_factory=list, max_length=16)
+    coverage: list[float] = Field(
+        default_factory=list,
+        max_length=2,
+        description="[from, to]: the concurrencies per replica where the learned curve is confident; empty: none.",
+    )
+    last_observed: str | None = Field(default=None, description="When this mode's pools were last observed.")
+    cusum_up: float = Field(default=0.0, ge=0)
+    cusum_down: float = Field(default=0.0, ge=0)
+    recent_residuals: list[float] = Field(default_factory=list, max_length=5)
+
+
+class CurveDriftRecord(Model):
+    mode: Mode
+    time: str
+    shift: float = Field(description="Median relative residual that fired the test (-0.3: 30 % below the curve).")
+
+
+class LearnedCrossover(Model):
+    calibrated: float | None = Field(default=None, description="Crossover per replica of the calibrated curves.")
+    effective: float | None = Field(
+        default=None, description="Crossover of the curves the policy decides with (learned where confident)."
+    )
+
+
+class LearningStatus(Model):
+    """The live curves next to the calibrated ones (bounded: at most 16 points per mode), written by the
+    switching loop at most every few minutes or when the drift test fires."""
+
+    last_update: str
+    speculative: LearnedMode = Field(default_factory=LearnedMode)
+    baseline: LearnedMode = Field(default_factory=LearnedMode)
+    accept_length_reference: float | None = Field(
+        default=None, description="The accept length the speculative evidence is normalised to."
+    )
+    accept_length: float | None = Field(default=None, description="The accept length last observed.")
+    last_drift: CurveDriftRecord | None = None
+    crossover: LearnedCrossover = Field(default_factory=LearnedCrossover)
+
+
 HISTORY_LIMIT = 20
 
 
@@ -704,3 +761,6 @@ class SpecServeStatus(Model):
     switching: SwitchingState | None = None
     pools: list[PoolStatus] = Field(default_factory=list, max_length=8, description="Each pool as observed.")
     rollout: RolloutState | None = Field(default=None, description="The reconcile's rollout state.")
+    learning: LearningStatus | None = Field(
+        default=None, description="The switching loop's learned throughput curves (docs/learning.md)."
+    )

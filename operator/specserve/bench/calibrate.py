@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from specserve.api.curves import Curve, crossings, interpolate
+from specserve.api.models import LearningStatus, Mode
 from specserve.bench.fit import saturating_fit
+from specserve.policy.learning import nondecreasing
 from specserve.render.adaptive import steps_for_crossover
 
 MIN_HYSTERESIS = 0.05
@@ -368,3 +370,39 @@ def switching_fields(cal: Calibration) -> dict[str, object]:
         "initialMode": cal.initial_mode,
         "curves": {"speculative": curve_points(cal.speculative), "baseline": curve_points(cal.baseline)},
     }
+
+
+# ------------------------------------------------------------------ write-back of the operator's learned curves
+
+
+@dataclass(frozen=True)
+class LearnedWriteBack:
+    speculative: list[tuple[float, float]]
+    baseline: list[tuple[float, float]]
+    crossover: float | None
+    notes: list[str]
+
+
+def learned_write_back(learning: LearningStatus, min_confidence: float) -> LearnedWriteBack:
+    """status.learning -> the curves to write into spec.switching.curves: at each grid concurrency the learned
+    tokens/s where its confidence reaches `min_confidence`, the calibrated one elsewhere (made non-decreasing,
+    as the operator uses them); and their crossover."""
+    notes: list[str] = []
+    out: dict[Mode, list[tuple[float, float]]] = {}
+    for mode, learned in ((Mode.SPECULATIVE, learning.speculative), (Mode.BASELINE, learning.baseline)):
+        if not learned.points:
+            raise ValueError(f"status.learning.{mode.value.lower()} has no points: nothing was learned yet")
+        confident = [p for p in learned.points if p.confidence >= min_confidence]
+        ys = [p.learned if p.confidence >= min_confidence else p.calibrated for p in learned.points]
+        out[mode] = list(zip((p.concurrency for p in learned.points), nondecreasing(ys), strict=True))
+        if confident:
+            span = f"{confident[0].concurrency:g}..{confident[-1].concurrency:g}"
+            notes.append(
+                f"{mode.value.lower()}: learned values at {len(confident)} points ({span}), calibrated elsewhere"
+            )
+        else:
+            notes.append(f"{mode.value.lower()}: no point reaches confidence {min_confidence:g}: calibrated kept")
+    spec = Curve.from_points(out[Mode.SPECULATIVE], "learned speculative")
+    base = Curve.from_points(out[Mode.BASELINE], "learned baseline")
+    cross = next((x for x, direction in crossings(spec, base) if direction < 0), None)
+    return LearnedWriteBack(out[Mode.SPECULATIVE], out[Mode.BASELINE], cross, notes)

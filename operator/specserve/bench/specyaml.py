@@ -26,6 +26,32 @@ def _yaml() -> YAML:
     return y
 
 
+def update_switching_text(text: str, fields: dict[str, object], where: str) -> str:
+    """The YAML text with the SpecServe document's spec.switching fields set (None: removed), the rest kept."""
+    y = _yaml()
+    try:
+        docs = list(y.load_all(text))
+    except YAMLError as exc:
+        raise SpecFileError(f"{where}: not valid YAML ({_why(exc)})") from exc
+    targets = [d for d in docs if isinstance(d, dict) and d.get("kind") == "SpecServe"]
+    if len(targets) != 1:
+        raise SpecFileError(f"{where}: expected exactly one document with kind: SpecServe, found {len(targets)}")
+    spec = targets[0].get("spec")
+    if not isinstance(spec, dict):
+        raise SpecFileError(f"{where}: the SpecServe document has no spec mapping")
+    switching = spec.setdefault("switching", {})
+    if not isinstance(switching, dict):
+        raise SpecFileError(f"{where}: spec.switching must be a mapping")
+    for key, value in fields.items():
+        if value is None:
+            switching.pop(key, None)
+        else:
+            switching[key] = _compact(value)
+    out = io.StringIO()
+    y.dump_all(docs, out)
+    return out.getvalue()
+
+
 def update_spec_text(text: str, cal: Calibration, where: str) -> tuple[str, list[str]]:
     """The YAML text with the SpecServe document's switching (and, for the Adaptive strategy, the
     speculative.adaptiveConfig) fields set from `cal`. Returns the new text and notes on what was not written."""

@@ -1,5 +1,7 @@
 """`specserve calibrate SPEC.json BASE.json`: crossover, hysteresis, curves and adaptive config from two bench
-results; with --write, set them in a SpecServe YAML file (the rest of the file is kept)."""
+results; with --write, set them in a SpecServe YAML file (the rest of the file is kept).
+`specserve calibrate --from-status OBJ.yaml --write SPECSERVE.yaml`: the curves the operator learned
+(status.learning of `kubectl get specserve X -o yaml`) written back into the file's spec.switching.curves."""
 
 from __future__ import annotations
 
@@ -9,19 +11,50 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from specserve.api.curves import CurveError, curve_problem
+from specserve.api.models import LearningStatus
 from specserve.api.validation import InvalidSpecServe, parse_object
-from specserve.bench.calibrate import DEFAULT_NOISE, Calibration, Verdict, calibrate, switching_fields
+from specserve.bench.calibrate import (
+    DEFAULT_NOISE,
+    Calibration,
+    Verdict,
+    calibrate,
+    curve_points,
+    learned_write_back,
+    switching_fields,
+)
 from specserve.bench.results import BenchFileError, load_result, measured_runs
-from specserve.bench.specyaml import SpecFileError, read_spec_doc, spec_doc_from_text, update_spec_text
+from specserve.bench.specyaml import (
+    SpecFileError,
+    read_spec_doc,
+    spec_doc_from_text,
+    update_spec_text,
+    update_switching_text,
+)
+from specserve.policy.learning import CONFIDENT
 from specserve.render.adaptive import sglang_config
 
 PROG = "specserve calibrate"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("speculative", metavar="SPEC.json", help="bench result of the speculative server")
-    parser.add_argument("baseline", metavar="BASE.json", help="bench result of the baseline server")
+    parser.add_argument("speculative", metavar="SPEC.json", nargs="?", help="bench result of the speculative server")
+    parser.add_argument("baseline", metavar="BASE.json", nargs="?", help="bench result of the baseline server")
+    parser.add_argument(
+        "--from-status",
+        metavar="OBJ.yaml",
+        help="instead of bench results: the SpecServe as the cluster holds it (kubectl get specserve X -o yaml); "
+        "its learned curves (status.learning) are used where confident",
+    )
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        default=CONFIDENT,
+        help="with --from-status: the confidence a learned point needs to replace the calibrated one "
+        "(default: the operator's own, %(default)s)",
+    )
     parser.add_argument(
         "--more-speculative",
         action="append",
@@ -132,6 +165,12 @@ def _current_crossover(spec_doc: Any) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_status is not None:
+        if args.speculative is not None or args.baseline is not None:
+            return _fail("--from-status takes no bench results: give either SPEC.json BASE.json or --from-status")
+        return _from_status(args)
+    if args.speculative is None or args.baseline is None:
+        return _fail("give the two bench results (SPEC.json BASE.json), or --from-status OBJ.yaml")
     try:
         spec_result = load_result(args.speculative)
         base_result = load_result(args.baseline)
@@ -189,4 +228,60 @@ def _write(path: Path, cal: Calibration) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote spec.switching{' and spec.speculative.adaptiveConfig' if not notes else ''} to {path}")
+    return 0
+
+
+def _learning_of(path: Path) -> LearningStatus:
+    """status.learning of a SpecServe object as kubectl prints it (YAML or JSON)."""
+    doc = spec_doc_from_text(path.read_text(encoding="utf-8"), str(path))
+    raw = (doc.get("status") or {}).get("learning") if isinstance(doc, dict) else None
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"{path}: no status.learning: save the object as the cluster holds it (kubectl get specserve NAME -o "
+            "yaml) once the operator has evaluated it with measured spec.switching.curves"
+        )
+    try:
+        return LearningStatus.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError(f"{path}: status.learning is not what this release writes: {exc.errors()[0]['msg']}") from exc
+
+
+def _from_status(args: argparse.Namespace) -> int:
+    if not 0 < args.min_confidence <= 1:
+        return _fail(f"--min-confidence must be in (0, 1], got {args.min_confidence:g}")
+    try:
+        learned = learned_write_back(_learning_of(Path(args.from_status)), args.min_confidence)
+    except OSError as exc:
+        return _fail(f"{args.from_status}: cannot read ({exc.strerror or exc})")
+    except (SpecFileError, CurveError, ValueError) as exc:
+        return _fail(str(exc))
+    fields: dict[str, object] = {
+        "curves": {"speculative": curve_points(learned.speculative), "baseline": curve_points(learned.baseline)}
+    }
+    report = {"crossoverConcurrency": learned.crossover, "notes": learned.notes, "spec": {"switching": fields}}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for note in learned.notes:
+            print(note)
+        print(f"crossover of the learned curves: {'none' if learned.crossover is None else f'{learned.crossover:g}'}")
+    if not args.write:
+        return 0
+    path = Path(args.write)
+    try:
+        doc = read_spec_doc(path)
+        switching = (doc.get("spec") or {}).get("switching") if isinstance(doc, dict) else None
+        if isinstance(switching, dict) and "crossoverConcurrency" in switching:
+            # An explicit crossover overrides the curves' (knobs_from_spec): keep them consistent.
+            fields["crossoverConcurrency"] = learned.crossover
+        text = update_switching_text(path.read_text(encoding="utf-8"), fields, str(path))
+        parse_object(spec_doc_from_text(text, str(path)))
+        path.write_text(text, encoding="utf-8")
+    except SpecFileError as exc:
+        return _fail(str(exc))
+    except InvalidSpecServe as exc:
+        return _fail(f"{path}: not written, the result would be invalid: {exc}", 1)
+    except OSError as exc:
+        return _fail(f"{path}: cannot read or write ({exc.strerror or exc})", 1)
+    print(f"wrote the learned spec.switching.curves to {path}")
     return 0

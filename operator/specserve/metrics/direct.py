@@ -39,6 +39,7 @@ class Scrape:
     generation_tokens: float = 0.0
     accept_length: float | None = None
     spec_steps: float | None = None
+    gen_throughput: float | None = None
     ttft: tuple[Bucket, ...] = ()
     tpot: tuple[Bucket, ...] = ()
 
@@ -71,6 +72,7 @@ def parse_scrape(text: str) -> Scrape:
         generation_tokens=sums.get("sglang:generation_tokens_total", 0.0),
         accept_length=mean("sglang:spec_accept_length"),
         spec_steps=mean("sglang:spec_num_steps"),
+        gen_throughput=sums.get("sglang:gen_throughput"),
         ttft=tuple(sorted(buckets[TTFT].items())),
         tpot=tuple(sorted(buckets[TPOT].items())),
     )
@@ -122,6 +124,7 @@ class PoolView:
     tpot: tuple[Bucket, ...]
     accept_length: float | None
     spec_steps: float | None
+    gen_throughput: float | None = None
 
 
 def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> PoolView:
@@ -132,12 +135,16 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
     ttft: dict[float, float] = {}
     tpot: dict[float, float] = {}
     accepts, steps = [], []
+    gen: float | None = None
     for history in histories:
         smooth = _window(history, now, windows.smooth)
         if not smooth:
             continue
         running += sum(s.running for _, s in smooth) / len(smooth)
         queued += sum(s.queued for _, s in smooth) / len(smooth)
+        decode = [s.gen_throughput for _, s in smooth if s.gen_throughput is not None]
+        if decode:
+            gen = (gen or 0.0) + sum(decode) / len(decode)
         last = smooth[-1][1]
         if last.accept_length is not None:
             accepts.append(last.accept_length)
@@ -158,6 +165,7 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
         tuple(sorted(tpot.items())),
         sum(accepts) / len(accepts) if accepts else None,
         sum(steps) / len(steps) if steps else None,
+        gen,
     )
 
 
@@ -173,6 +181,7 @@ def _results(key: PoolKey, view: PoolView, pods: int, now: float, origin: str) -
         Signal.TPOT_P99: histogram_quantile(0.99, view.tpot),
         Signal.ACCEPT_LENGTH: view.accept_length,
         Signal.SPEC_STEPS: view.spec_steps,
+        Signal.GEN_THROUGHPUT: view.gen_throughput,
         Signal.SERIES: float(pods),
     }
     return [

@@ -33,6 +33,9 @@ class Signal(StrEnum):
     TPOT_P99 = "tpot_p99"
     ACCEPT_LENGTH = "accept_length"
     SPEC_STEPS = "spec_num_steps"
+    # The scheduler's decode throughput gauge, paired in time with num_running_reqs: what the live curves learn
+    # from (generation_tokens_total only moves when a request finishes: bursty over a short window).
+    GEN_THROUGHPUT = "gen_throughput"
     FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
     SERIES = "series"  # how many pods (scrape targets) report per pool: fewer than its Ready pods: load unknown
     # Restart's demand history (history_queries, policy.forecast): requests in flight a day and a week ago, and
@@ -108,6 +111,8 @@ def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) 
             return quantile(0.99, "sglang:request_time_per_output_token_seconds")
         case Signal.ACCEPT_LENGTH:
             return f"avg{group} (avg_over_time(sglang:spec_accept_length{{{matchers}}}{smooth}))"
+        case Signal.GEN_THROUGHPUT:
+            return f"sum{group} (avg_over_time(sglang:gen_throughput{{{matchers}}}{smooth}))"
         case Signal.SPEC_STEPS:
             return f"avg{group} (sglang:spec_num_steps{{{matchers}}})"  # the steps active now
         case Signal.FRESHNESS:

@@ -147,6 +147,7 @@ def read(target: Target, results: dict[tuple[Signal, PoolKey | None], QueryResul
             running=running,
             queued=queued,
             tokens_per_second=_extra(results, Signal.TOKENS, key),
+            gen_throughput=_extra(results, Signal.GEN_THROUGHPUT, key),
             ttft_p50=_extra(results, Signal.TTFT_P50, key),
             ttft_p99=_extra(results, Signal.TTFT_P99, key),
             tpot_p50=_extra(results, Signal.TPOT_P50, key),

@@ -28,6 +28,7 @@ class PoolSignal:
     tpot_p99: float | None = None
     accept_length: float | None = None  # speculative pods only
     spec_num_steps: float | None = None  # the active steps; 0 when Adaptive turned drafting off
+    gen_throughput: float | None = None  # the engines' decode tokens/s gauge, summed over the pool's pods
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Knobs
 from specserve.simulate.baselines import FixedSplit, NaiveThreshold, Static
 from specserve.simulate.bound import latency_reference, upper_bound
+from specserve.simulate.learned import learned_policy
 from specserve.simulate.optimum import best_fixed_weights, restart_optimum, split_optimum
 from specserve.simulate.policy import SpecServePolicy
 from specserve.simulate.run import Run, simulate
@@ -34,7 +35,7 @@ def _specserve(setup: Setup, knobs: Knobs, curves: ModeCurves | None) -> Control
 
 
 # role -> factory: every entry is simulated on every load (the learned-curve policy plugs in here)
-POLICIES: dict[str, PolicyFactory] = {"specserve": _specserve}
+POLICIES: dict[str, PolicyFactory] = {"specserve": _specserve, "learned": learned_policy}
 
 
 @dataclass(frozen=True)

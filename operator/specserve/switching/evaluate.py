@@ -9,7 +9,7 @@ the live object holds them, differ from what it means them to be."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.reconcile import previous_status
 from specserve.status import METRICS_AVAILABLE, SWITCHING, status_body
+from specserve.switching.learning import CURVE_DRIFT
 from specserve.switching.pools import PoolState, converging, pending_change
 from specserve.switching.record import (
     FAILURE_THRESHOLD,
@@ -152,8 +153,10 @@ def verdict_of(
 
 
 FIELD_MANAGER = "specserve-switching"
-LOOP_FIELDS = ("switching", "load", "lastDecision", "history")
-LOOP_CONDITIONS = (METRICS_AVAILABLE, SWITCHING)
+LOOP_FIELDS = ("switching", "load", "lastDecision", "history", "learning")
+LOOP_CONDITIONS = (METRICS_AVAILABLE, SWITCHING, CURVE_DRIFT)
+# Adds the live curves' status (status.learning, CurveDrift) to the round's status: switching.learning.Learned.
+AddLearning = Callable[[SpecServeStatus, int | None, float], SpecServeStatus]
 
 
 def owned(status: SpecServeStatus) -> JSON:
@@ -190,6 +193,7 @@ async def evaluate(
     source: Source,
     memory: Memory | None,
     now: float,
+    learned: AddLearning | None = None,
 ) -> Evaluation:
     """Decide, and apply the loop's fields when they differ from the live ones."""
     status = previous_status(body)
@@ -197,6 +201,8 @@ async def evaluate(
     saved = resume(obj, status, now)
     verdict = verdict_of(obj, status, state, inputs, reading, pools, now)
     after, persisted = next_status(obj, status, saved, verdict, reading, pools, source, now)
+    if learned is not None and persisted is not None:  # rides on the loop's own writes, never starts them
+        after = learned(after, obj.metadata.generation, now)
     intent = owned(after)
     server: JSON | None = None
     if intent != owned(status) or legacy(body):

@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -27,6 +27,8 @@ from specserve.policy.types import Action, Knobs
 from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
 from specserve.switching.gather import Gathered, Plan, Readers, gather, plan
+from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
+from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
 from specserve.switching.state import resume
 
@@ -126,6 +128,7 @@ class SwitchingLoop:
         self._memory: dict[Key, Memory] = {}
         self._due: dict[Key, float] = {}
         self._curves: dict[Key, tuple[Any, ModeCurves | None]] = {}
+        self._learning: dict[Key, Remembered] = {}
 
     def _curves_of(self, key: Key, obj: SpecServe) -> ModeCurves | None:
         cached = self._curves.get(key)  # building curves is pure but not free: once per spec change
@@ -140,6 +143,7 @@ class SwitchingLoop:
                 self._memory.pop(key, None)
                 self._due.pop(key, None)
                 self._curves.pop(key, None)
+                self._learning.pop(key, None)
         for key, tracked in list(self.registry.items.items()):
             if now < self._due.get(key, -math.inf):
                 continue
@@ -177,10 +181,19 @@ class SwitchingLoop:
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
         paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
         decide: Decide = PausedDecide(self.decide) if paused else self.decide
-        inputs = (decide, knobs, self._curves_of(p.key, obj))
+        learned = self._learn(p.key, obj, tracked.body, got, now)
+        inputs = (decide, knobs, learned.curves if learned is not None else self._curves_of(p.key, obj))
         memory = self._memory.get(p.key)
-        done = await evaluate(self.kube, tracked.body, obj, inputs, got.reading, got.pools, p.source, memory, now)
+        add = learned.apply if learned is not None else None
+        body = tracked.body
+        done = await evaluate(self.kube, body, obj, inputs, got.reading, got.pools, p.source, memory, now, add)
         self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
+        if learned is not None:
+            written = done.after.learning
+            self._learning[p.key] = Remembered(learned.round.learning, written.last_update if written else None)
+            for drift in learned.round.drifts:
+                await self.kube.post_event(body, reason="CurveDrift", message=drift_message(drift), type_="Warning")
+                log.warning("switching %s/%s: %s", *p.key, drift_message(drift))
         if done.server is not None:
             # The server's answer is newer than the watch's last body: the reconcile triggered below, and the
             # next round, start from it (the watch may deliver older events after it: see Registry.update).
@@ -189,6 +202,19 @@ class SwitchingLoop:
         if done.changed:
             await self.trigger(tracked)  # realise the new target now, not at the next resync
         return done
+
+    def _learn(self, key: Key, obj: SpecServe, body: JSON, got: Gathered, now: float) -> Learned | None:
+        """This round's live curves (policy.learning): measured calibrated curves only, the prior they learn
+        from (the crossover-only model has no absolute scale to compare tokens/s with)."""
+        curves = self._curves_of(key, obj)
+        if curves is None or curves.modelled:
+            return None
+        status = previous_status(body)
+        settled = got.reading.reason is None and converging(obj, status, got.pools) is None
+        sample = replace(got.reading.sample, time=now)
+        interval = obj.spec.switching.evaluation_interval_seconds
+        memory = self._learning.get(key)
+        return learning_round(memory, status.learning, curves, sample, obj.spec.strategy, settled, interval)
 
     async def _tell(self, tracked: Tracked, obj: SpecServe, done: Evaluation, got: Gathered) -> None:
         ns, name = obj.metadata.namespace, obj.metadata.name

@@ -1,0 +1,331 @@
+"""Live throughput curves (pure): what each mode's pools actually serve, learned round by round from the series
+the switching loop already reads, with the calibrated curve as the prior.
+
+The model (docs/learning.md says why each choice):
+- A grid of at most MAX_GRID concurrencies per replica (the calibrated curves' own points). Each grid point
+  keeps the decayed weight of its evidence and the weighted mean of observed / calibrated tokens/s (a ratio:
+  an observation between grid points is compared with the calibrated curve where it was made, and shared by
+  its two neighbours in proportion to log-distance).
+- Evidence decays with HALF_LIFE_SECONDS; the calibrated curve counts as PRIOR_WEIGHT rounds at every point, so
+  the estimate is (PRIOR_WEIGHT x 1 + w x mean) / (PRIOR_WEIGHT + w) and the confidence w / (w + PRIOR_WEIGHT).
+- Robust: a residual beyond OUTLIER (relative to the current estimate) weighs OUTLIER/|r| and counts as
+  +-OUTLIER (Huber), so a burst of wild readings barely moves the curve, while a real move keeps pulling.
+- Physical shape: the curve the policy and status see is made non-decreasing in concurrency (weighted pool-
+  adjacent-violators) wherever the calibrated curve is, and flat beyond its last point (saturating); it never
+  extrapolates a trend, and with no evidence it is exactly the calibrated curve.
+- Speculative evidence is stored per unit of accept length relative to a reference accept length: at a fixed draft
+  configuration tokens/s is proportional to the accepted tokens per step, so when the accept length moves the
+  whole speculative curve (observed and unobserved concurrencies alike) is scaled by recent / reference at once.
+- Drift (policy.drift): a CUSUM on the residuals at confident points; when it fires, that mode's evidence is
+  forgotten (weights to zero) and learning starts again from the calibrated prior.
+- The policy decides with `effective`: the learned ratio only where confidence >= CONFIDENT, 1 elsewhere, and
+  the ratio it uses moves at most SLEW_PER_HOUR (of the calibrated value) per hour: the bound on how far
+  learned evidence alone can move a decision.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from specserve.api.curves import Curve
+from specserve.api.models import Mode, Strategy
+from specserve.policy.curves import ModeCurves, rate
+from specserve.policy.drift import Cusum, step
+from specserve.policy.types import PoolSignal, Sample
+
+HALF_LIFE_SECONDS = 1800.0
+PRIOR_WEIGHT = 2.0
+CONFIDENT = 0.75  # w >= 3 x PRIOR_WEIGHT: six recent rounds of evidence at the point
+OUTLIER = 0.3
+SLEW_PER_HOUR = 0.25
+ACCEPT_SCALE_RANGE = (0.25, 2.0)  # a reading outside is a broken series, not a prompt mix
+MAX_GRID = 12
+MIN_RUNNING = 0.5  # requests per replica below which a pool's tokens/s says nothing about its curve
+
+
+@dataclass(frozen=True)
+class Point:
+    weight: float = 0.0  # decayed evidence (rounds)
+    ratio: float = 1.0  # evidence mean of observed / calibrated (speculative: per unit accept scale)
+    applied: float = 1.0  # the ratio the policy decides with (confident, slew-bounded)
+
+
+@dataclass(frozen=True)
+class ModeLearning:
+    points: tuple[Point, ...]
+    cusum: Cusum = field(default_factory=Cusum)
+    last_observed: float | None = None
+
+
+@dataclass(frozen=True)
+class Drift:
+    mode: Mode
+    time: float
+    shift: float  # the median relative residual that fired the test
+
+
+@dataclass(frozen=True)
+class Learning:
+    grid: tuple[float, ...]  # concurrencies per replica
+    speculative: ModeLearning
+    baseline: ModeLearning
+    updated: float | None = None
+    accept_reference: float | None = None  # the accept length speculative evidence is normalised to
+    accept_recent: float | None = None  # the last round's (held while no speculative pool serves)
+    last_drift: Drift | None = None
+
+    def of(self, mode: Mode) -> ModeLearning:
+        return self.speculative if mode is Mode.SPECULATIVE else self.baseline
+
+    def with_mode(self, mode: Mode, learned: ModeLearning) -> Learning:
+        return replace(self, speculative=learned) if mode is Mode.SPECULATIVE else replace(self, baseline=learned)
+
+
+@dataclass(frozen=True)
+class Observation:
+    mode: Mode
+    concurrency: float  # running requests per Ready replica
+    tokens_per_second: float  # per Ready replica
+    accept_length: float | None = None
+
+
+def grid_of(curves: ModeCurves) -> tuple[float, ...]:
+    """The calibrated points of both modes, thinned evenly to MAX_GRID (status stays small)."""
+    xs = sorted(set(curves.speculative.xs) | set(curves.baseline.xs))
+    if len(xs) <= MAX_GRID:
+        return tuple(xs)
+    picks = {round(i * (len(xs) - 1) / (MAX_GRID - 1)) for i in range(MAX_GRID)}
+    return tuple(xs[i] for i in sorted(picks))
+
+
+def start(curves: ModeCurves) -> Learning:
+    grid = grid_of(curves)
+    empty = ModeLearning(tuple(Point() for _ in grid))
+    return Learning(grid, empty, empty)
+
+
+def fits(learning: Learning, curves: ModeCurves) -> bool:
+    """Whether saved learning belongs to these calibrated curves (a new calibration starts learning afresh)."""
+    return learning.grid == grid_of(curves) and len(learning.speculative.points) == len(learning.grid)
+
+
+def estimate(point: Point) -> float:
+    return (PRIOR_WEIGHT + point.weight * point.ratio) / (PRIOR_WEIGHT + point.weight)
+
+
+def confidence(point: Point) -> float:
+    return point.weight / (point.weight + PRIOR_WEIGHT)
+
+
+def accept_scale(learning: Learning) -> float:
+    if learning.accept_reference is None or learning.accept_recent is None or learning.accept_reference <= 0:
+        return 1.0
+    lo, hi = ACCEPT_SCALE_RANGE
+    return max(lo, min(hi, learning.accept_recent / learning.accept_reference))
+
+
+def _kernel(grid: Sequence[float], x: float) -> list[tuple[int, float]]:
+    """The grid points an observation at x informs, with shares summing to 1 (linear in log concurrency)."""
+    if x <= grid[0]:
+        return [(0, 1.0)]
+    if x >= grid[-1]:
+        return [(len(grid) - 1, 1.0)]
+    i = bisect.bisect_right(grid, x)
+    span = math.log(grid[i] / grid[i - 1])
+    right = math.log(x / grid[i - 1]) / span
+    return [(j, s) for j, s in ((i - 1, 1.0 - right), (i, right)) if s > 0]
+
+
+def _at(values: Sequence[float], shares: list[tuple[int, float]]) -> float:
+    return sum(values[i] * s for i, s in shares)
+
+
+def observations(sample: Sample, strategy: Strategy) -> tuple[Observation, ...]:
+    """What a sample says about the curves: per pool, tokens/s and running requests per Ready replica. Adaptive's
+    one pool serves the baseline curve while its drafting is off (spec_num_steps == 0)."""
+    out: list[Observation] = []
+    for signal, pool in ((sample.speculative, Mode.SPECULATIVE), (sample.baseline, Mode.BASELINE)):
+        if signal is None:
+            continue
+        drafting_off = strategy is Strategy.ADAPTIVE and signal.spec_num_steps == 0
+        seen = _observation(signal, Mode.BASELINE if drafting_off else pool)
+        if seen is not None:
+            out.append(seen)
+    return tuple(out)
+
+
+def _observation(signal: PoolSignal, mode: Mode) -> Observation | None:
+    """The decode throughput gauge where the engines export it (sampled with the running count), else the rate
+    of generated tokens (counted as requests finish: noisy over a short window, the robust fit absorbs it)."""
+    tokens = signal.gen_throughput if signal.gen_throughput is not None else signal.tokens_per_second
+    if signal.ready_replicas <= 0 or signal.running is None or tokens is None:
+        return None
+    per = signal.running / signal.ready_replicas
+    if per < MIN_RUNNING or not math.isfinite(tokens) or tokens < 0:
+        return None
+    accept = signal.accept_length if mode is Mode.SPECULATIVE else None
+    return Observation(mode, per, tokens / signal.ready_replicas, accept)
+
+
+@dataclass(frozen=True)
+class Update:
+    learning: Learning
+    drifts: tuple[Drift, ...] = ()
+
+
+def _decay(learned: ModeLearning, factor: float) -> ModeLearning:
+    return replace(learned, points=tuple(replace(p, weight=p.weight * factor) for p in learned.points))
+
+
+def _accept(learning: Learning, seen: Iterable[Observation]) -> Learning:
+    """This round's accept length (already a rate over the query window), or the last one held."""
+    values = [o.accept_length for o in seen if o.accept_length is not None and o.accept_length > 0]
+    if not values:
+        return learning  # held: no speculative pool serving, the last reading stands
+    value = sum(values) / len(values)
+    return replace(learning, accept_recent=value, accept_reference=learning.accept_reference or value)
+
+
+def _learn_one(learning: Learning, curves: ModeCurves, seen: Observation) -> tuple[Learning, Drift | None]:
+    calibrated = rate(curves.curve(seen.mode), seen.concurrency)
+    if calibrated <= 0:
+        return learning, None
+    scale = accept_scale(learning) if seen.mode is Mode.SPECULATIVE else 1.0
+    observed = seen.tokens_per_second / calibrated / scale
+    learned = learning.of(seen.mode)
+    shares = _kernel(learning.grid, seen.concurrency)
+    # Compared with the evidence where there is some (the prior's pull would read as a residual and fire
+    # the drift test while the curve is still being learned), else with the prior.
+    evidence = sum(learned.points[i].weight * s for i, s in shares)
+    if evidence >= 1.0:
+        predicted = sum(learned.points[i].weight * s * learned.points[i].ratio for i, s in shares) / evidence
+    else:
+        predicted = _at([estimate(p) for p in learned.points], shares)
+    residual = observed / predicted - 1 if predicted > 0 else 0.0
+    weight = 1.0 if abs(residual) <= OUTLIER else OUTLIER / abs(residual)
+    value = predicted * (1 + max(-OUTLIER, min(OUTLIER, residual)))
+    points = list(learned.points)
+    for i, share in shares:
+        p = points[i]
+        w = p.weight + share * weight
+        points[i] = replace(p, weight=w, ratio=(p.weight * p.ratio + share * weight * value) / w)
+    cusum, drift = learned.cusum, None
+    if _at([confidence(p) for p in learned.points], shares) >= CONFIDENT:
+        tested = step(learned.cusum, residual)
+        cusum = tested.state
+        if tested.fired:
+            drift = Drift(seen.mode, 0.0, tested.shift)
+            points = [replace(p, weight=0.0, ratio=1.0) for p in points]  # forget: re-learn from the prior
+    updated = ModeLearning(tuple(points), cusum, learned.last_observed)
+    learning = learning.with_mode(seen.mode, updated)
+    if drift is not None and seen.mode is Mode.SPECULATIVE and learning.accept_recent is not None:
+        learning = replace(learning, accept_reference=learning.accept_recent)
+    return learning, drift
+
+
+def _slew(learning: Learning, dt: float) -> Learning:
+    bound = SLEW_PER_HOUR * dt / 3600.0
+    out = learning
+    for mode in (Mode.SPECULATIVE, Mode.BASELINE):
+        learned = learning.of(mode)
+        scale = accept_scale(learning) if mode is Mode.SPECULATIVE else 1.0
+        points = []
+        for p in learned.points:
+            target = (estimate(p) if confidence(p) >= CONFIDENT else 1.0) * scale
+            applied = p.applied + max(-bound, min(bound, target - p.applied))
+            points.append(replace(p, applied=applied))
+        out = out.with_mode(mode, replace(learned, points=tuple(points)))
+    return out
+
+
+def observe(learning: Learning, curves: ModeCurves, seen: Iterable[Observation], now: float) -> Update:
+    """One round: decay, learn from each observation, test for drift, move the applied ratios."""
+    seen = tuple(seen)
+    dt = max(0.0, now - learning.updated) if learning.updated is not None else 0.0
+    factor = 0.5 ** (dt / HALF_LIFE_SECONDS)
+    learning = replace(
+        learning,
+        speculative=_decay(learning.speculative, factor),
+        baseline=_decay(learning.baseline, factor),
+    )
+    learning = _accept(learning, seen)
+    drifts: list[Drift] = []
+    for o in seen:
+        learning, drift = _learn_one(learning, curves, o)
+        learned = learning.of(o.mode)
+        learning = learning.with_mode(o.mode, replace(learned, last_observed=now))
+        if drift is not None:
+            drifts.append(replace(drift, time=now))
+    learning = _slew(learning, dt)
+    last = drifts[-1] if drifts else learning.last_drift
+    return Update(replace(learning, updated=now, last_drift=last), tuple(drifts))
+
+
+def nondecreasing(values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """The weighted least-squares non-decreasing fit (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, w in zip(values, weights or [1.0] * len(values), strict=True):
+        blocks.append([v, max(w, 1e-9), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, n2 = blocks.pop()
+            m1, w1, n1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
+    out: list[float] = []
+    for mean, _, count in blocks:
+        out += [mean] * int(count)
+    return out
+
+
+def _physical(
+    calibrated: Sequence[float], values: Sequence[float], weights: Sequence[float] | None = None
+) -> list[float]:
+    """Non-decreasing where the calibrated curve is: a measured curve that falls (a real saturation artefact,
+    or a profile's shape) is the prior's own shape, and evidence never makes it less physical than it was."""
+    if all(a <= b for a, b in itertools.pairwise(calibrated)):
+        return nondecreasing(values, weights)
+    return list(values)
+
+
+def _curve(base: Curve, grid: Sequence[float], ratios: Sequence[float], what: str) -> Curve:
+    """The calibrated curve's own points scaled by the ratios (interpolated on the grid), kept physical."""
+    ys = [y * _at(ratios, _kernel(grid, x)) for x, y in zip(base.xs, base.ys, strict=True)]
+    return Curve.from_points(zip(base.xs, _physical(base.ys, ys), strict=True), what)
+
+
+def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
+    """The curves the policy decides with: calibrated, scaled where learning is confident (slew-bounded)."""
+    spec = [p.applied for p in learning.speculative.points]
+    base = [p.applied for p in learning.baseline.points]
+    return ModeCurves(
+        speculative=_curve(curves.speculative, learning.grid, spec, "effective speculative"),
+        baseline=_curve(curves.baseline, learning.grid, base, "effective baseline"),
+        modelled=curves.modelled,
+    )
+
+
+def decision_curves(curves: ModeCurves, learning: Learning, strategy: Strategy) -> ModeCurves:
+    """The curves the policy decides with. Adaptive keeps the calibrated ones: each move of its crossover
+    re-renders the config and rolls the pool, and on the drifting-acceptance day (docs/learning.md) following
+    the moving crossover cost more than it gained even with the true curves; its learned curves are reported
+    (status, advisory) but do not drive re-renders."""
+    return curves if strategy is Strategy.ADAPTIVE else effective(curves, learning)
+
+
+def learned_points(curves: ModeCurves, learning: Learning, mode: Mode) -> list[tuple[float, float, float, float]]:
+    """(concurrency, calibrated, learned, confidence) per grid point, the learned values non-decreasing."""
+    learned = learning.of(mode)
+    scale = accept_scale(learning) if mode is Mode.SPECULATIVE else 1.0
+    cal = [rate(curves.curve(mode), x) for x in learning.grid]
+    raw = [c * estimate(p) * scale for c, p in zip(cal, learned.points, strict=True)]
+    fitted = _physical(cal, raw, [p.weight + PRIOR_WEIGHT for p in learned.points])
+    return [(x, c, y, confidence(p)) for x, c, y, p in zip(learning.grid, cal, fitted, learned.points, strict=True)]
+
+
+def coverage(learning: Learning, mode: Mode) -> tuple[float, float] | None:
+    """The concurrency range over which the learned curve is confident (None: nowhere yet)."""
+    xs = [x for x, p in zip(learning.grid, learning.of(mode).points, strict=True) if confidence(p) >= CONFIDENT]
+    return (xs[0], xs[-1]) if xs else None

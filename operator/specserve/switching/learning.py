@@ -1,0 +1,213 @@
+"""The live curves in the switching loop: status.learning <-> policy.learning (pure), one round of learning,
+the CurveDrift condition, and when the learned state is worth an API write.
+
+The learned state costs no query (it reads the sample the loop already has) and few writes: status.learning
+is written at most every `persist_seconds` (PERSIST_EVALUATIONS evaluations, within PERSIST_RANGE), or at once
+when the drift test fires; between writes it lives in the loop's memory. An operator restart resumes from status,
+losing at most that much evidence (a few percent of the evidence half-life)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specserve.api.models import (
+    ConditionStatus,
+    CurveDriftRecord,
+    LearnedCrossover,
+    LearnedMode,
+    LearnedPoint,
+    LearningStatus,
+    Mode,
+    SpecServeStatus,
+    Strategy,
+)
+from specserve.policy.curves import ModeCurves, crossover
+from specserve.policy.drift import Cusum
+from specserve.policy.learning import (
+    Drift,
+    Learning,
+    ModeLearning,
+    Point,
+    coverage,
+    decision_curves,
+    effective,
+    fits,
+    learned_points,
+    observations,
+    observe,
+    start,
+)
+from specserve.policy.types import Sample
+from specserve.status import set_condition
+from specserve.switching.state import epoch, rfc3339
+
+CURVE_DRIFT = "CurveDrift"  # a condition of the switching loop (field manager specserve-switching)
+PERSIST_EVALUATIONS = 20
+PERSIST_RANGE = (10.0, 300.0)  # the default 15 s evaluation interval writes every 300 s
+
+
+def persist_seconds(evaluation_interval: float) -> float:
+    lo, hi = PERSIST_RANGE
+    return min(hi, max(lo, PERSIST_EVALUATIONS * evaluation_interval))
+
+
+MODES = (Mode.SPECULATIVE, Mode.BASELINE)
+
+
+def _mode_out(curves: ModeCurves, learning: Learning, mode: Mode) -> LearnedMode:
+    learned = learning.of(mode)
+    rows = learned_points(curves, learning, mode)
+    covered = coverage(learning, mode)
+    return LearnedMode(
+        points=[
+            LearnedPoint(
+                concurrency=x,
+                calibrated=round(cal, 2),
+                learned=round(value, 2),
+                confidence=round(conf, 3),
+                weight=round(p.weight, 4),
+                ratio=round(p.ratio, 5),
+                applied=round(p.applied, 5),
+            )
+            for (x, cal, value, conf), p in zip(rows, learned.points, strict=True)
+        ],
+        coverage=list(covered) if covered is not None else [],
+        last_observed=rfc3339(learned.last_observed) if learned.last_observed is not None else None,
+        cusum_up=round(learned.cusum.up, 5),
+        cusum_down=round(learned.cusum.down, 5),
+        recent_residuals=[round(r, 5) for r in learned.cusum.recent],
+    )
+
+
+def to_status(curves: ModeCurves, learning: Learning, now: float) -> LearningStatus:
+    drift = learning.last_drift
+    return LearningStatus(
+        last_update=rfc3339(now),
+        speculative=_mode_out(curves, learning, Mode.SPECULATIVE),
+        baseline=_mode_out(curves, learning, Mode.BASELINE),
+        accept_length_reference=learning.accept_reference,
+        accept_length=learning.accept_recent,
+        last_drift=CurveDriftRecord(mode=drift.mode, time=rfc3339(drift.time), shift=round(drift.shift, 4))
+        if drift is not None
+        else None,
+        crossover=LearnedCrossover(calibrated=crossover(curves), effective=crossover(effective(curves, learning))),
+    )
+
+
+def _mode_in(saved: LearnedMode) -> ModeLearning:
+    return ModeLearning(
+        points=tuple(Point(p.weight, p.ratio, p.applied) for p in saved.points),
+        cusum=Cusum(saved.cusum_up, saved.cusum_down, tuple(saved.recent_residuals)),
+        last_observed=epoch(saved.last_observed) if saved.last_observed is not None else None,
+    )
+
+
+def from_status(saved: LearningStatus | None, curves: ModeCurves) -> Learning:
+    """The learning status holds, when it was learned on these calibrated curves; else a fresh start."""
+    if saved is None:
+        return start(curves)
+    drift = saved.last_drift
+    learning = Learning(
+        grid=tuple(p.concurrency for p in saved.speculative.points),
+        speculative=_mode_in(saved.speculative),
+        baseline=_mode_in(saved.baseline),
+        updated=epoch(saved.last_update),
+        accept_reference=saved.accept_length_reference,
+        accept_recent=saved.accept_length,
+        last_drift=Drift(drift.mode, epoch(drift.time), drift.shift) if drift is not None else None,
+    )
+    ok = fits(learning, curves) and len(saved.baseline.points) == len(learning.grid)
+    return learning if ok else start(curves)
+
+
+@dataclass(frozen=True)
+class Round:
+    learning: Learning
+    effective: ModeCurves  # what the policy decides with this round
+    drifts: tuple[Drift, ...]
+
+
+def learn(learning: Learning, curves: ModeCurves, sample: Sample, strategy: Strategy, settled: bool) -> Round:
+    """One round. Only a settled SpecServe (no roll in flight, load known) teaches anything: a pool half rolled
+    into the other mode serves neither curve."""
+    seen = observations(sample, strategy) if settled and sample.demand is not None else ()
+    update = observe(learning, curves, seen, sample.time)
+    return Round(update.learning, decision_curves(curves, update.learning, strategy), update.drifts)
+
+
+def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: float, interval: float) -> bool:
+    return saved is None or bool(drifts) or now - epoch(saved.last_update) >= persist_seconds(interval)
+
+
+def drift_condition(status: SpecServeStatus, learning: Learning, generation: int | None, now: float) -> SpecServeStatus:
+    """CurveDrift: True from a drift until the drifted mode's curve is confident somewhere again."""
+    drift = learning.last_drift
+    cond: tuple[ConditionStatus, str, str]
+    if drift is None:
+        cond = (ConditionStatus.FALSE, "NoDrift", "The pools serve what the learned curves predict.")
+    else:
+        moved = f"{drift.mode.value} curve moved {drift.shift:+.0%} at {rfc3339(drift.time)}"
+        if coverage(learning, drift.mode) is None:
+            cond = (
+                ConditionStatus.TRUE,
+                "Relearning",
+                f"{moved}; its evidence was reset, the calibrated curve is used meanwhile.",
+            )
+        else:
+            cond = (ConditionStatus.FALSE, "Relearned", f"{moved}; re-learned since.")
+    conditions = set_condition(status.conditions, CURVE_DRIFT, *cond, generation, rfc3339(now))
+    return status.model_copy(update={"conditions": conditions})
+
+
+def drift_message(drift: Drift) -> str:
+    return (
+        f"the {drift.mode.value.lower()} pools serve {drift.shift:+.0%} against the learned curve: "
+        "its evidence is reset and re-learned from the calibrated curve"
+    )
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """The loop's memory of one SpecServe's learning: the state, and the lastUpdate of what it last wrote."""
+
+    learning: Learning
+    stamp: str | None
+
+
+def resume_learning(memory: Remembered | None, saved: LearningStatus | None, curves: ModeCurves) -> Learning:
+    """Memory while status still holds what this loop last wrote; else status (an operator restart, or another
+    writer changed it)."""
+    stamp = saved.last_update if saved is not None else None
+    if memory is not None and memory.stamp == stamp and fits(memory.learning, curves):
+        return memory.learning
+    return from_status(saved, curves)
+
+
+@dataclass(frozen=True)
+class Learned:
+    """One round's learning, ready for the loop: the curves to decide with, and the status it adds."""
+
+    round: Round
+    curves: ModeCurves
+    write: LearningStatus | None  # None: status.learning stays as it is this round
+
+    def apply(self, status: SpecServeStatus, generation: int | None, now: float) -> SpecServeStatus:
+        if self.write is not None:
+            status = status.model_copy(update={"learning": self.write})
+        return drift_condition(status, self.round.learning, generation, now)
+
+
+def learning_round(
+    memory: Remembered | None,
+    saved: LearningStatus | None,
+    curves: ModeCurves,
+    sample: Sample,
+    strategy: Strategy,
+    settled: bool,
+    interval: float,
+) -> Learned:
+    learning = resume_learning(memory, saved, curves)
+    done = learn(learning, curves, sample, strategy, settled)
+    now = sample.time
+    write = to_status(curves, done.learning, now) if worth_writing(saved, done.drifts, now, interval) else None
+    return Learned(done, curves, write)

@@ -1,0 +1,164 @@
+"""The live-curve estimator: recovers a known curve from noisy samples, ignores a burst of outliers, falls back
+to the calibrated curve without evidence, keeps a physical shape, and bounds how fast decisions can move."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from specserve.api.curves import Curve
+from specserve.api.models import Mode, Strategy
+from specserve.policy.curves import ModeCurves, crossover
+from specserve.policy.learning import (
+    CONFIDENT,
+    SLEW_PER_HOUR,
+    Drift,
+    Learning,
+    Observation,
+    coverage,
+    effective,
+    learned_points,
+    nondecreasing,
+    observations,
+    observe,
+    start,
+)
+from specserve.policy.types import PoolSignal, Sample
+
+XS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+CALIBRATED = ModeCurves(
+    speculative=Curve.from_points([(x, 100 * x / (1 + x / 12)) for x in XS]),
+    baseline=Curve.from_points([(x, 60 * x / (1 + x / 40)) for x in XS]),
+)
+
+
+def true_spec(x: float) -> float:  # the pool now serves 30 % less than calibrated (a harder prompt mix)
+    return 0.7 * 100 * x / (1 + x / 12)
+
+
+def run(
+    samples: list[Observation], step: float = 15.0, learning: Learning | None = None
+) -> tuple[Learning, list[Drift]]:
+    learning = learning or start(CALIBRATED)
+    drifts: list[Drift] = []
+    for i, o in enumerate(samples):
+        update = observe(learning, CALIBRATED, [o], 1000.0 + i * step)
+        learning = update.learning
+        drifts += update.drifts
+    return learning, drifts
+
+
+def noisy(n: int, seed: int = 1, f: Callable[[float], float] = true_spec) -> list[Observation]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        x = rng.choice([2.0, 4.0, 8.0, 16.0])  # grid points: the test compares at them
+        out.append(Observation(Mode.SPECULATIVE, x, f(x) * rng.gauss(1.0, 0.08)))
+    return out
+
+
+def learned_at(learning: Learning, mode: Mode, x: float) -> tuple[float, float]:
+    row = next(r for r in learned_points(CALIBRATED, learning, mode) if r[0] == x)
+    return row[2], row[3]
+
+
+def test_recovers_a_known_curve_from_noisy_samples() -> None:
+    learning, _ = run(noisy(300))
+    for x in (2.0, 4.0, 8.0):
+        value, conf = learned_at(learning, Mode.SPECULATIVE, x)
+        assert value == pytest.approx(true_spec(x), rel=0.06)
+        assert conf >= CONFIDENT
+    # Never observed: the calibrated prior, with no confidence.
+    value, conf = learned_at(learning, Mode.SPECULATIVE, 64.0)
+    assert conf < CONFIDENT
+    assert coverage(learning, Mode.SPECULATIVE) == (2.0, 16.0)
+    assert coverage(learning, Mode.BASELINE) is None
+    _, base_conf = learned_at(learning, Mode.BASELINE, 8.0)
+    assert base_conf == 0.0
+
+
+def test_ignores_a_burst_of_outliers() -> None:
+    learning, _ = run(noisy(200))
+    before, _ = learned_at(learning, Mode.SPECULATIVE, 4.0)
+    burst = [Observation(Mode.SPECULATIVE, 4.0, true_spec(4.0) * 10) for _ in range(2)]
+    burst += [Observation(Mode.SPECULATIVE, 4.0, 0.0) for _ in range(2)]
+    mixed = noisy(40, seed=2)
+    mixed[5:5] = burst[:2]
+    mixed[20:20] = burst[2:]
+    after_learning, drifts = run(mixed, learning=learning)
+    after, _ = learned_at(after_learning, Mode.SPECULATIVE, 4.0)
+    assert after == pytest.approx(before, rel=0.05)
+    assert drifts == []
+
+
+def test_falls_back_to_calibrated_with_no_evidence() -> None:
+    learning = observe(start(CALIBRATED), CALIBRATED, [], 0.0).learning
+    eff = effective(CALIBRATED, learning)
+    assert eff.speculative == CALIBRATED.speculative
+    assert eff.baseline == CALIBRATED.baseline
+    for _, cal, value, conf in learned_points(CALIBRATED, learning, Mode.BASELINE):
+        assert value == pytest.approx(cal)
+        assert conf == 0.0
+
+
+def test_effective_moves_the_crossover_but_no_faster_than_the_slew_bound() -> None:
+    learning = start(CALIBRATED)
+    for i in range(40):  # 10 minutes of plentiful evidence: confident within a round or two
+        learning = observe(learning, CALIBRATED, noisy(10, seed=i), i * 15.0).learning
+    eff = effective(CALIBRATED, learning)
+    ratio = eff.speculative.at(4.0) / CALIBRATED.speculative.at(4.0)
+    bound = SLEW_PER_HOUR * 39 * 15.0 / 3600
+    assert 1 - bound - 1e-9 <= ratio < 1 - bound / 2  # the bound holds, and binds
+    learning, _ = run(noisy(400), step=15.0)  # 100 minutes: the policy now uses the learned curve
+    eff = effective(CALIBRATED, learning)
+    assert eff.speculative.at(4.0) == pytest.approx(true_spec(4.0), rel=0.06)
+    old, new = crossover(CALIBRATED), crossover(eff)
+    assert old is not None and new is not None and new < old
+
+
+def test_accept_length_scales_the_whole_speculative_curve() -> None:
+    learning = start(CALIBRATED)
+    for i in range(60):
+        seen = [Observation(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0), accept_length=3.2)]
+        learning = observe(learning, CALIBRATED, seen, i * 15.0).learning
+    for i in range(60, 120):  # accept length falls to 2.0; the pool serves 2.0/3.2 of what it did
+        seen = [Observation(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * 2.0 / 3.2, accept_length=2.0)]
+        learning = observe(learning, CALIBRATED, seen, i * 15.0).learning
+    # Never observed at 32, yet scaled with the accept length.
+    value, _ = learned_at(learning, Mode.SPECULATIVE, 32.0)
+    assert value == pytest.approx(CALIBRATED.speculative.at(32.0) * 2.0 / 3.2, rel=0.05)
+
+
+def test_shape_is_non_decreasing() -> None:
+    assert nondecreasing([1.0, 3.0, 2.0, 4.0]) == [1.0, 2.5, 2.5, 4.0]
+    rng = random.Random(3)
+    wild = [Observation(Mode.BASELINE, rng.choice(XS), rng.uniform(0, 3000)) for _ in range(200)]
+    learning, _ = run(wild)
+    values = [r[2] for r in learned_points(CALIBRATED, learning, Mode.BASELINE)]
+    assert values == sorted(values)
+
+
+def test_observations_per_replica_and_adaptive_drafting_off() -> None:
+    sample = Sample(
+        0.0,
+        12.0,
+        speculative=PoolSignal(ready_replicas=2, running=8.0, tokens_per_second=800.0, accept_length=3.0),
+        baseline=PoolSignal(ready_replicas=1, running=0.1, tokens_per_second=5.0),
+    )
+    (seen,) = observations(sample, Strategy.TRAFFIC_SPLIT)
+    assert seen == Observation(Mode.SPECULATIVE, 4.0, 400.0, 3.0)
+    off = Sample(
+        0.0, 4.0, speculative=PoolSignal(ready_replicas=1, running=4.0, tokens_per_second=300.0, spec_num_steps=0.0)
+    )
+    (seen,) = observations(off, Strategy.ADAPTIVE)
+    assert seen.mode is Mode.BASELINE
+    # The decode throughput gauge, where exported, is preferred to the bursty finished-token rate.
+    gauge = Sample(
+        0.0, 4.0, baseline=PoolSignal(ready_replicas=2, running=8.0, tokens_per_second=0.0, gen_throughput=900.0)
+    )
+    (seen,) = observations(gauge, Strategy.TRAFFIC_SPLIT)
+    assert (seen.mode, seen.tokens_per_second) == (Mode.BASELINE, 450.0)
+    unknown = Sample(0.0, None, speculative=PoolSignal(ready_replicas=1, running=None, tokens_per_second=1.0))
+    assert observations(unknown, Strategy.RESTART) == ()
