@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from specserve.api.models import SpecServe, SpecServeStatus
+from specserve.api.models import LearnedMode, SpecServe, SpecServeStatus
+from specserve.policy.learning import CONFIDENT
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -144,6 +145,13 @@ CALIBRATED_ACCEPT_LENGTH = Gauge(
     "specserve_calibrated_accept_length", "spec.switching.calibratedAcceptLength (absent when unset).",
     ["namespace", "name"], registry=REGISTRY,
 )  # fmt: skip
+LEARNED_DIVERGENCE = Gauge(
+    "specserve_learned_curve_divergence",
+    "Per mode: the largest |learned / calibrated - 1| over the concurrencies where the learned curve is confident"
+    " (absent where none is).",
+    ["namespace", "name", "mode"],
+    registry=REGISTRY,
+)
 PAUSED = Gauge(
     "specserve_paused", "1 while switching is paused (annotation specserve.io/paused).", ["namespace", "name"],
     registry=REGISTRY,
@@ -192,6 +200,18 @@ def observe_status(namespace: str, name: str, status: SpecServeStatus) -> None:
     observe_mode(namespace, name, status.active_mode.value if status.active_mode is not None else None)
     if status.switching is not None:
         RESTARTS_USED.labels(namespace, name).set(len(status.switching.restarts))
+    learning = status.learning
+    for mode in ("speculative", "baseline"):
+        learned = getattr(learning, mode) if learning is not None else None
+        set_or_clear(LEARNED_DIVERGENCE, (namespace, name, mode), _divergence(learned))
+
+
+def _divergence(learned: LearnedMode | None) -> float | None:
+    """How far the confident part of a learned curve strays from the calibrated one (None: nothing confident)."""
+    if learned is None:
+        return None
+    gaps = [abs(p.learned / p.calibrated - 1) for p in learned.points if p.confidence >= CONFIDENT and p.calibrated > 0]
+    return max(gaps) if gaps else None
 
 
 def observe_spec(namespace: str, name: str, obj: SpecServe, crossover: float | None, paused: bool) -> None:
@@ -205,7 +225,7 @@ def observe_spec(namespace: str, name: str, obj: SpecServe, crossover: float | N
 
 _PER_SPECSERVE = (
     CONDITION, POOL_READY, POOL_DESIRED, POOL_DEADLINE_EXCEEDED, ROUTE_WEIGHT, ACTIVE_MODE, RESTARTS_USED,
-    RESTART_BUDGET, CROSSOVER, CALIBRATED_ACCEPT_LENGTH, PAUSED,
+    RESTART_BUDGET, CROSSOVER, CALIBRATED_ACCEPT_LENGTH, PAUSED, LEARNED_DIVERGENCE,
 )  # fmt: skip
 
 

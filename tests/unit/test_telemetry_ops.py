@@ -3,8 +3,20 @@ the SpecServe."""
 
 from __future__ import annotations
 
+import pytest
+
 from specserve import telemetry
-from specserve.api.models import Condition, ConditionStatus, PoolStatus, SpecServeStatus, SwitchingState, Weights
+from specserve.api.models import (
+    Condition,
+    ConditionStatus,
+    LearnedMode,
+    LearnedPoint,
+    LearningStatus,
+    PoolStatus,
+    SpecServeStatus,
+    SwitchingState,
+    Weights,
+)
 
 
 def _value(metric: str, /, **labels: str) -> float | None:
@@ -50,3 +62,21 @@ def test_an_unknown_value_is_absent_not_zero() -> None:
     assert _value("specserve_calibrated_accept_length", namespace="ns3", name="m") == 3.2
     telemetry.set_or_clear(telemetry.CALIBRATED_ACCEPT_LENGTH, ("ns3", "m"), None)
     assert _value("specserve_calibrated_accept_length", namespace="ns3", name="m") is None
+
+
+def test_the_learned_curve_divergence_counts_only_confident_points() -> None:
+    def point(x: float, learned: float, confidence: float) -> LearnedPoint:
+        return LearnedPoint(concurrency=x, calibrated=100.0, learned=learned, confidence=confidence)
+
+    learning = LearningStatus(
+        last_update="t",
+        # the unconfident point is far off (-60 %) but must not count; the confident ones are -30 % and +10 %
+        speculative=LearnedMode(points=[point(1, 70.0, 0.8), point(8, 110.0, 0.9), point(64, 40.0, 0.3)]),
+        baseline=LearnedMode(points=[point(1, 50.0, 0.5)]),  # nothing confident: no series, not 0
+    )
+    telemetry.observe_status("ns4", "m", SpecServeStatus(learning=learning))
+    divergence = _value("specserve_learned_curve_divergence", namespace="ns4", name="m", mode="speculative")
+    assert divergence == pytest.approx(0.3)
+    assert _value("specserve_learned_curve_divergence", namespace="ns4", name="m", mode="baseline") is None
+    telemetry.observe_status("ns4", "m", SpecServeStatus())  # learning gone (e.g. the curves were removed)
+    assert _value("specserve_learned_curve_divergence", namespace="ns4", name="m", mode="speculative") is None
