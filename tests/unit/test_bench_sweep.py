@@ -4,8 +4,13 @@ scripts/bench_fidelity.py, not here; these tests assert the curve's shape and th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,7 @@ from aiohttp import web
 from specserve.cli import main
 from specserve.emulator.engine import EngineConfig, Mode
 from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import app_thread, emulator_thread
+from specserve.emulator.testing import app_thread, emulator_thread, free_port
 
 SEED = "seed-kimi-k25-rtxpro6000"
 
@@ -28,6 +33,45 @@ def _bench(url: str, out: Path, name: str, *extra: str) -> int:
     return main(["bench", "--url", url, "--output-dir", str(out), "--name", name, "--quiet", *extra])
 
 
+@contextlib.contextmanager
+def emulator_process(mode: Mode, time_scale: float = 20.0) -> Iterator[str]:
+    """`specserve emulate` in its own process: the shape check compares two emulators' wall-clock speeds, which
+    a long test session's leftover threads would skew if the emulator shared this process's interpreter lock."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "specserve.cli",
+        "emulate",
+        "--profile",
+        SEED,
+        "--mode",
+        mode.value,
+        "--time-scale",
+        str(time_scale),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--startup-seconds",
+        "0",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/ready", timeout=1) as answer:
+                if answer.status == 200:
+                    break
+            assert process.poll() is None and time.monotonic() < deadline, "the emulator did not start"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def _levels(path: Path) -> dict[int, dict[str, Any]]:
     return {lv["concurrency"]: lv for lv in json.loads(path.read_text())["levels"]}
 
@@ -35,9 +79,9 @@ def _levels(path: Path) -> dict[int, dict[str, Any]]:
 def test_short_sweep_reproduces_the_seed_shape_and_writes_files(tmp_path: Path) -> None:
     sweep = ["--levels", "1,4,24", "--max-tokens", "48", "--requests", "12", "--warmup", "4", "--repeats", "2",
              "--max-repeats", "2"]  # fmt: skip
-    with emulator_thread(_config(Mode.SPECULATIVE)) as url:
+    with emulator_process(Mode.SPECULATIVE) as url:
         assert _bench(url, tmp_path, "spec", *sweep) == 0
-    with emulator_thread(_config(Mode.BASELINE)) as url:
+    with emulator_process(Mode.BASELINE) as url:
         assert _bench(url, tmp_path, "base", *sweep) == 0
     for name in ("spec", "base"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
