@@ -13,7 +13,7 @@ from specserve.api.models import GROUP, PLURAL, VERSION
 from specserve.config import OperatorConfig
 from specserve.dispatch import Dispatcher
 from specserve.kopf_errors import kube_errors_are_temporary
-from specserve.render.manifests import LABEL_INSTANCE
+from specserve.layout import LABEL_INSTANCE
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 

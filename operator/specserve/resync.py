@@ -25,8 +25,8 @@ from typing import Any
 from specserve.api.models import ConditionStatus
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import OWNED_KINDS
+from specserve.layout import LABEL_INSTANCE
 from specserve.reconcile import Outcome
-from specserve.render.manifests import LABEL_INSTANCE
 from specserve.status import DEGRADED, PROGRESSING
 from specserve.switching.loop import Registry, Tracked
 

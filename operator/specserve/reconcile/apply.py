@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
 from specserve.kube.kinds import CONFIGMAP, DEPLOYMENT, HTTPROUTE, OWNED_KINDS, PODMONITOR, SERVICE, Kind, kind_of
+from specserve.layout import LABEL_INSTANCE
 from specserve.reconcile.intent import ref
-from specserve.render.manifests import LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]

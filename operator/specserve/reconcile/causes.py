@@ -15,9 +15,9 @@ from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD
+from specserve.layout import LABEL_INSTANCE
 from specserve.pool_state import DEADLINE_EXCEEDED, PoolCounts, read_pool
 from specserve.reconcile.apply import Kube
-from specserve.render.manifests import LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]

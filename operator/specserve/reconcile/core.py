@@ -27,6 +27,7 @@ from specserve.api.models import (
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
+from specserve.layout import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, PoolRole
 from specserve.pool_state import read_pool
 from specserve.reconcile.apply import Applied, Kube, Snapshot, apply_changed, owned_by, prune, snapshot
 from specserve.reconcile.autoscalers import autoscaler_conflicts
@@ -44,7 +45,7 @@ from specserve.reconcile.rollout import Plan, Step, World, plan
 from specserve.reconcile.rolls import RollBudget
 from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
-from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
+from specserve.render.manifests import Pool, pools
 from specserve.status import (
     AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,

@@ -30,8 +30,8 @@ from specserve.switching.record import (
     decision,
     is_new,
     load_moved,
+    load_snapshot,
     metrics_condition,
-    snapshot,
     switching_condition,
     with_decision,
     with_state,
@@ -122,7 +122,7 @@ def next_status(
     recorded = is_new(verdict, status.last_decision)
     if recorded:
         new = with_decision(new, decision(verdict, saved.mode, now))
-    load = snapshot(reading, now)
+    load = load_snapshot(reading, now)
     if recorded or new.switching != status.switching or load_moved(status.load, load):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)

@@ -26,7 +26,7 @@ from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
-from specserve.switching.gather import Gathered, Plan, Readers, gather, plan
+from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan
 from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
 from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
@@ -37,7 +37,7 @@ JSON = dict[str, Any]
 Key = tuple[str, str]
 
 
-class Kube(Protocol):
+class LoopKube(Protocol):
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
     async def apply_status(
         self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
@@ -116,7 +116,7 @@ class SwitchingLoop:
     def __init__(
         self,
         registry: Registry,
-        kube: Kube,
+        kube: LoopKube,
         readers: Readers,
         decide: Decide,
         trigger: Trigger,
@@ -136,7 +136,7 @@ class SwitchingLoop:
             cached = self._curves[key] = (obj.spec.switching, curves_from_spec(obj.spec.switching))
         return cached[1]
 
-    def _due_now(self, now: float) -> list[tuple[Tracked, SpecServe, Plan]]:
+    def _due_now(self, now: float) -> list[tuple[Tracked, SpecServe, ReadPlan]]:
         due = []
         for key in list(self._memory):
             if key not in self.registry.items:  # deleted
@@ -153,7 +153,7 @@ class SwitchingLoop:
                 continue  # the reconcile reports it; the last good target keeps serving
             status = previous_status(tracked.body)
             mode = resume(obj, status, now).mode
-            due.append((tracked, obj, plan(obj, mode, self.config.prometheus_url)))
+            due.append((tracked, obj, read_plan(obj, mode, self.config.prometheus_url)))
         return due
 
     async def run_round(self) -> RoundReport:
@@ -177,7 +177,7 @@ class SwitchingLoop:
         telemetry.EVALUATION_SECONDS.observe(report.seconds)
         return report
 
-    async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: Plan, got: Gathered, now: float) -> Evaluation:
+    async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: ReadPlan, got: Gathered, now: float) -> Evaluation:
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
         paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
         decide: Decide = PausedDecide(self.decide) if paused else self.decide

@@ -83,7 +83,7 @@ def pool_load(pool: Literal["speculative", "baseline"], signal: PoolSignal) -> P
     )
 
 
-def snapshot(reading: Reading, now: float) -> LoadSnapshot:
+def load_snapshot(reading: Reading, now: float) -> LoadSnapshot:
     """Demand and per-pool load; written with decisions or when demand moves (see `load_moved`), so the per-pool
     numbers are those of the last such moment, not of every evaluation."""
     sample = reading.sample
