@@ -16,17 +16,19 @@ from typing import Any, cast
 import kopf
 
 from specserve import telemetry
+from specserve.api.conditions import INVALID_SPEC, READY
 from specserve.api.models import ConditionStatus
 from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
 from specserve.kube.client import KubeError
+from specserve.kube.kinds import Ref
 from specserve.policy.switching import decide
 from specserve.reconcile import Kube, Outcome, reconcile
 from specserve.reconcile.rendered import forget as forget_render
 from specserve.reconcile.rolls import RollBudget
 from specserve.resync import ResyncProbe, resync_forever
 from specserve.slots import slot
-from specserve.status import READY, pool_moved
+from specserve.status import pool_moved
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked, older
 from specserve.switching.sources import Sources
 
@@ -49,9 +51,9 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     telemetry.RECONCILES.labels(ns, name, "invalid" if outcome.invalid else "ok").inc()
     for ref in outcome.applied:
-        telemetry.APPLIES.labels(ns, name, ref.split("/")[0]).inc()
+        telemetry.APPLIES.labels(ns, name, Ref(ref).kind).inc()
     for ref in outcome.pruned:
-        telemetry.PRUNES.labels(ns, name, ref.split("/")[0]).inc()
+        telemetry.PRUNES.labels(ns, name, Ref(ref).kind).inc()
     if outcome.status is not None:
         ready = any(c.type == READY and c.status == ConditionStatus.TRUE for c in outcome.status.conditions)
         telemetry.READY.labels(ns, name).set(1 if ready else 0)
@@ -144,7 +146,7 @@ class Dispatcher:
                 task.add_done_callback(self._wakeups.discard)
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
-            await _warn(kube, body, "InvalidSpec", outcome.invalid)
+            await _warn(kube, body, INVALID_SPEC, outcome.invalid)
             logger.warning("spec rejected, nothing changed: %s", outcome.invalid)
         for reason, message in outcome.warnings:  # e.g. DowntimeAhead, posted before the next pass acts
             await _warn(kube, body, reason, message)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from specserve import telemetry
+from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.models import SpecServe
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
@@ -192,7 +193,7 @@ class SwitchingLoop:
             written = done.after.learning
             self._learning[p.key] = Remembered(learned.round.learning, written.last_update if written else None)
             for drift in learned.round.drifts:
-                await self.kube.post_event(body, reason="CurveDrift", message=drift_message(drift), type_="Warning")
+                await self.kube.post_event(body, reason=CURVE_DRIFT, message=drift_message(drift), type_="Warning")
                 log.warning("switching %s/%s: %s", *p.key, drift_message(drift))
         if done.server is not None:
             # The server's answer is newer than the watch's last body: the reconcile triggered below, and the

@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserve.api.conditions import PROGRESSING
 from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
 from specserve.layout import pool_layout
 from specserve.pool_state import PoolCounts, read_pool
-
-PROGRESSING = "Progressing"  # the reconcile's rollout condition
 
 
 @dataclass(frozen=True)
