@@ -76,7 +76,7 @@ from specserve.kubefake import (
     FakeApiServer,
     write_kubeconfig,
 )
-from specserve.render.manifests import LABEL_INSTANCE
+from specserve.layout import LABEL_INSTANCE
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"

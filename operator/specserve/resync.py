@@ -22,12 +22,12 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from specserve.api.conditions import DEGRADED, PROGRESSING
 from specserve.api.models import ConditionStatus
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import OWNED_KINDS
+from specserve.layout import LABEL_INSTANCE
 from specserve.reconcile import Outcome
-from specserve.render.manifests import LABEL_INSTANCE
-from specserve.status import DEGRADED, PROGRESSING
 from specserve.switching.loop import Registry, Tracked
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specserve.api.conditions import (
+    AUTOSCALER_CONFLICT,
+    BASELINE_POOL_READY,
+    CONDITION_ORDER,
+    DEGRADED,
+    INVALID_SPEC,
+    METRICS_AVAILABLE,
+    POD_MONITOR_READY,
+    PROGRESSING,
+    READY,
+    ROUTE_READY,
+    SPECULATIVE_POOL_READY,
+    SWITCHING,
+    find_condition,
+)
 from specserve.api.models import (
     Condition,
     ConditionStatus,
@@ -21,28 +36,6 @@ from specserve.api.models import (
     Weights,
 )
 from specserve.pool_state import read_pool
-
-READY = "Ready"
-SPECULATIVE_POOL_READY = "SpeculativePoolReady"
-BASELINE_POOL_READY = "BaselinePoolReady"
-ROUTE_READY = "RouteReady"
-POD_MONITOR_READY = "PodMonitorReady"
-METRICS_AVAILABLE = "MetricsAvailable"
-SWITCHING = "Switching"
-PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
-AUTOSCALER_CONFLICT = "AutoscalerConflict"  # a Degraded reason: an autoscaler scales a pool the operator sizes
-CONDITION_ORDER = (
-    READY,
-    SPECULATIVE_POOL_READY,
-    BASELINE_POOL_READY,
-    ROUTE_READY,
-    POD_MONITOR_READY,
-    METRICS_AVAILABLE,
-    SWITCHING,
-    PROGRESSING,
-    DEGRADED,
-)
 
 
 @dataclass(frozen=True)
@@ -179,7 +172,7 @@ def set_condition(
 ) -> list[Condition]:
     """Replace one condition; lastTransitionTime only moves when the status does."""
     conditions = list(conditions)
-    old = next((c for c in conditions if c.type == type_), None)
+    old = find_condition(conditions, type_)
     new = Condition(
         type=type_,
         status=status,
@@ -313,8 +306,8 @@ def new_failures(previous: SpecServeStatus, current: SpecServeStatus) -> tuple[t
         for p in current.pools
         if p.failure is not None and before.get(p.name) != p.failure.reason
     ]
-    old = next((c for c in previous.conditions if c.type == DEGRADED), None)
-    new = next((c for c in current.conditions if c.type == DEGRADED), None)
+    old = find_condition(previous.conditions, DEGRADED)
+    new = find_condition(current.conditions, DEGRADED)
     if new is not None and new.reason == AUTOSCALER_CONFLICT and (old is None or old.message != new.message):
         out.append((AUTOSCALER_CONFLICT, new.message))
     return tuple(out)
@@ -330,7 +323,7 @@ def invalid_status(
     """The status when the spec cannot be served: Degraded says why; observedGeneration stays at the last
     generation that was applied. `running` (pool condition type -> the pool left running, as observed) keeps the
     pools reported: an invalid edit does not blind the status to the pods still serving."""
-    conds = set_condition(previous.conditions, DEGRADED, ConditionStatus.TRUE, "InvalidSpec", message, generation, now)
+    conds = set_condition(previous.conditions, DEGRADED, ConditionStatus.TRUE, INVALID_SPEC, message, generation, now)
     if running is None:
         return previous.model_copy(update={"conditions": conds})
     for type_, pool in running.items():

@@ -41,7 +41,7 @@ import yaml
 
 from specserve.metrics.direct import DirectSource
 from specserve.metrics.promql import PoolKey, Signal, Windows, grouped_queries
-from specserve.metrics.signal import PoolTarget, Target, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, index, read
 
 MODEL, DRAFT_EAGLE3 = "/tmp/model", "/tmp/model-eagle3"
 NAMESPACE = "llm"
@@ -324,7 +324,7 @@ class Sampler:
                     for role, r in pools.items()
                 }
                 results = await source.read(keys, self.windows)
-                target = Target(
+                target = ReadTarget(
                     NAMESPACE, self.name, tuple(PoolTarget(role, 1, role != "baseline") for role in pools), self.scrape
                 )
                 reading = read(target, index(results), time.time())

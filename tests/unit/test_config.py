@@ -161,15 +161,18 @@ def test_no_slots_in_the_memo_means_no_bound() -> None:
 def test_kube_errors_reach_kopf_as_temporary_errors_and_bugs_keep_their_traceback() -> None:
     registry = kopf.OperatorRegistry()
 
+    temporary = kube_errors_are_temporary(delay=7)
+
     @kopf.on.create("example.com", "v1", "things", registry=registry)
+    @temporary
     async def failing(**_: Any) -> None:
         raise KubeError(503, "GET /apis/x: HTTP 503: busy")
 
     @kopf.timer("example.com", "v1", "things", interval=1, registry=registry)
+    @temporary
     async def buggy(**_: Any) -> None:
         raise ZeroDivisionError
 
-    kube_errors_are_temporary(registry, delay=7)
     (create,) = registry._changing.get_all_handlers()
     (timer,) = registry._spawning.get_all_handlers()
     create_fn: Callable[..., Coroutine[Any, Any, None]] = create.fn  # type: ignore[assignment]
@@ -199,7 +202,7 @@ def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skip
         await gate.wait()
         return Outcome()
 
-    monkeypatch.setattr("specserve.handlers.reconcile", fake_reconcile)
+    monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
 
     async def main() -> None:
         registry = build_registry(OperatorConfig())

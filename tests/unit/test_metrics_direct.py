@@ -15,7 +15,7 @@ from specserve.emulator.profile import load_profile
 from specserve.emulator.testing import emulator_thread
 from specserve.metrics.direct import DirectSource, histogram_quantile, http_fetch, parse_scrape
 from specserve.metrics.promql import PoolKey, Signal, Windows
-from specserve.metrics.signal import PoolTarget, Reason, Target, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, Reason, index, read
 from specserve.switching.gather import pod_urls
 
 KEY = PoolKey("llm", "a", "speculative")
@@ -158,6 +158,6 @@ def test_direct_counts_the_pods_it_scraped_so_a_missing_ready_pod_reads_unknown(
         r.query.signal: r for r in asyncio.run(source.read({KEY: ["http://10.0.0.1:30000/metrics"]}, Windows(30, 60)))
     }
     assert results[Signal.SERIES].values == {KEY: 1.0}
-    target = Target(KEY.namespace, KEY.name, (PoolTarget(KEY.pool, 2, True),), 15.0)
+    target = ReadTarget(KEY.namespace, KEY.name, (PoolTarget(KEY.pool, 2, True),), 15.0)
     reading = read(target, index(results.values()), 1.0)
     assert reading.sample.demand is None and reading.reason == Reason.PARTIAL

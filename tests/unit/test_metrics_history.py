@@ -29,7 +29,7 @@ from specserve.metrics.promql import (
     selector_history_queries,
 )
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Target, index, read_history
+from specserve.metrics.signal import PoolTarget, ReadTarget, index, read_history
 from specserve.policy.forecast import History
 from specserve.switching.gather import forecast_horizon
 from tests.unit.policy_helpers import specserve
@@ -64,7 +64,7 @@ def test_a_series_selector_gets_its_own_history_queries_per_pool() -> None:
     assert all(q.key == PoolKey("llm", "kimi", "engine") and 'app="kimi"' in q.promql for q in queries)
 
 
-TARGET = Target("llm", "kimi", (PoolTarget("engine", 1, True),), 15.0)
+TARGET = ReadTarget("llm", "kimi", (PoolTarget("engine", 1, True),), 15.0)
 ENGINE = PoolKey("llm", "kimi", "engine")
 
 

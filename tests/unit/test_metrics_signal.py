@@ -6,11 +6,11 @@ import math
 
 from specserve.metrics.promql import PoolKey, Query, Signal, Windows, grouped_queries
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Reason, Target, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, Reason, index, read
 
 NOW = 1000.0
 SPEC, BASE = PoolKey("llm", "a", "speculative"), PoolKey("llm", "a", "baseline")
-TARGET = Target("llm", "a", (PoolTarget("speculative", 1, True), PoolTarget("baseline", 2, False)), 15.0)
+TARGET = ReadTarget("llm", "a", (PoolTarget("speculative", 1, True), PoolTarget("baseline", 2, False)), 15.0)
 
 
 def results(
@@ -86,7 +86,7 @@ def test_series_older_than_two_scrape_intervals_are_stale() -> None:
 
 
 def test_a_pool_without_ready_pods_and_without_series_contributes_nothing() -> None:
-    target = Target("llm", "a", (PoolTarget("speculative", 1, True), PoolTarget("baseline", 0, False)), 15.0)
+    target = ReadTarget("llm", "a", (PoolTarget("speculative", 1, True), PoolTarget("baseline", 0, False)), 15.0)
     values = healthy()
     for signal in (Signal.RUNNING, Signal.QUEUED, Signal.FRESHNESS):
         del values[signal][BASE]

@@ -11,7 +11,7 @@ from dataclasses import replace
 from specserve.api.models import Mode, Weights
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState
-from specserve.policy.weights import target
+from specserve.policy.weights import robust_weights
 from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves, run, sample
 
 # speculative twice as fast per request up to 10 in flight, saturated at 100 tok/s; baseline saturates at 100 from 20.
@@ -60,7 +60,7 @@ def test_the_weight_moves_by_at_most_the_step() -> None:
 def test_oscillation_inside_the_dead_band_moves_nothing() -> None:
     wobble = [18.0, 22.0, 19.0, 21.0] * 20
     settled, _ = run(knobs(hysteresis=0.2), KNEES, start(), [20.0] * 3)
-    goal = target(KNEES, 20.0, 1, 1, 0.2)
+    goal = robust_weights(KNEES, 20.0, 1, 1, 0.2)
     assert settled.weights == goal and 50 < goal.speculative < 80
     _, verdicts = run(knobs(hysteresis=0.2), KNEES, settled, wobble, start=45.0)
     assert changes(verdicts) == []

@@ -11,8 +11,8 @@ import pytest
 from specserve.api.models import Condition, SpecServeStatus
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import OWNED_KINDS, Kind
+from specserve.layout import LABEL_INSTANCE
 from specserve.reconcile import Outcome
-from specserve.render.manifests import LABEL_INSTANCE
 from specserve.resync import ResyncProbe, fingerprints, phase, resync_forever, resync_round
 from specserve.switching.loop import Registry, Tracked
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from specserve.api.conditions import DEGRADED, READY
 from specserve.api.models import ConditionStatus, Mode, SpecServeStatus, Strategy, Weights
 from specserve.status import (
-    DEGRADED,
-    READY,
     Observation,
     Part,
     PoolHealth,

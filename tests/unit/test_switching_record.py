@@ -11,8 +11,8 @@ from specserve.switching.record import (
     decision,
     is_new,
     load_moved,
+    load_snapshot,
     metrics_condition,
-    snapshot,
     with_decision,
 )
 
@@ -62,7 +62,7 @@ def test_load_snapshot_moves_on_one_request_and_ten_percent() -> None:
 
 def test_snapshot_sums_queued_over_pools() -> None:
     sample = Sample(0.0, 12.0, PoolSignal(1, running=8, queued=1), PoolSignal(1, running=2, queued=1))
-    snap = snapshot(Reading(sample), 0.0)
+    snap = load_snapshot(Reading(sample), 0.0)
     assert (snap.concurrency, snap.queued) == (12.0, 2.0)
 
 
@@ -84,7 +84,7 @@ def test_metrics_unavailable_only_after_the_threshold_and_then_stable() -> None:
 
 def test_snapshot_reports_each_pools_load() -> None:
     spec = PoolSignal(2, running=8.0, queued=1.0, tokens_per_second=812.345, accept_length=2.456, spec_num_steps=0.0)
-    snap = snapshot(Reading(Sample(0.0, 9.0, spec, PoolSignal(1, running=None, queued=None))), 0.0)
+    snap = load_snapshot(Reading(Sample(0.0, 9.0, spec, PoolSignal(1, running=None, queued=None))), 0.0)
     assert [p.pool for p in snap.pools] == ["speculative", "baseline"]
     first = snap.pools[0]
     assert (first.ready, first.running, first.tokens_per_second, first.accept_length, first.spec_num_steps) == (

@@ -20,7 +20,6 @@ from prometheus_client import start_http_server
 from specserve import handlers, telemetry
 from specserve.api.install_policy import InstallPolicy
 from specserve.config import LeaderElection, OperatorConfig, kopf_settings
-from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.lease import LeaseElector
 from specserve.slots import MEMO_KEY, Slots
@@ -144,7 +143,6 @@ def client_options(config: OperatorConfig) -> ClientOptions:
 def build_registry(config: OperatorConfig, stop: asyncio.Event | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, config)
-    kube_errors_are_temporary(registry, delay=min(config.resync_seconds, 30.0))
     if stop is not None:
 
         @kopf.on.cleanup(registry=registry)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,32 @@ class Kind:
 
     def object_path(self, namespace: str, name: str) -> str:
         return f"{self.collection_path(namespace)}/{name}"
+
+
+class Ref(str):
+    """An object by kind and name, as the text "Kind/name": the key of every object a reconcile reads, applies or
+    prunes (a str, so sets, logs and events read it as the text it always was)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, kind: Kind | str, name: str) -> Ref:
+        return cls(f"{kind.kind if isinstance(kind, Kind) else kind}/{name}")
+
+    @classmethod
+    def of_object(cls, obj: Mapping[str, Any]) -> Ref:
+        return cls.of(str(obj["kind"]), str(obj["metadata"]["name"]))
+
+    @property
+    def kind(self) -> str:
+        return self.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.partition("/")[2]
+
+    def is_a(self, kind: Kind) -> bool:
+        return self.kind == kind.kind
 
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")

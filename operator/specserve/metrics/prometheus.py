@@ -17,7 +17,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from specserve.metrics.promql import LABEL_INSTANCE, LABEL_NAMESPACE, LABEL_POOL, PoolKey, Query
+from specserve.metrics.promql import SERIES_INSTANCE, SERIES_NAMESPACE, SERIES_POOL, PoolKey, Query
 from specserve.metrics.results import QueryResult
 
 DEFAULT_TIMEOUT = 5.0
@@ -56,7 +56,7 @@ def parse_vector(query: Query, data: list[dict[str, Any]]) -> QueryResult:
             continue
         labels = item.get("metric") or {}
         try:
-            key = PoolKey(labels[LABEL_NAMESPACE], labels[LABEL_INSTANCE], labels[LABEL_POOL])
+            key = PoolKey(labels[SERIES_NAMESPACE], labels[SERIES_INSTANCE], labels[SERIES_POOL])
         except KeyError:
             continue  # a series without our labels belongs to no SpecServe
         values[key] = value

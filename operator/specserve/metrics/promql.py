@@ -15,11 +15,12 @@ import string
 from dataclasses import dataclass
 from enum import StrEnum
 
-LABEL_NAMESPACE = "namespace"
-LABEL_INSTANCE = "specserve_instance"
-LABEL_POOL = "specserve_pool"
-GROUP_LABELS = (LABEL_NAMESPACE, LABEL_INSTANCE, LABEL_POOL)
-DEFAULT_MATCHERS = f'{LABEL_INSTANCE}!=""'
+# The labels of the engine series in Prometheus (the PodMonitor relabels them), not the objects' (specserve.layout).
+SERIES_NAMESPACE = "namespace"
+SERIES_INSTANCE = "specserve_instance"
+SERIES_POOL = "specserve_pool"
+GROUP_LABELS = (SERIES_NAMESPACE, SERIES_INSTANCE, SERIES_POOL)
+DEFAULT_MATCHERS = f'{SERIES_INSTANCE}!=""'
 SELECTOR_FIELD = "spec.switching.metrics.seriesSelector"
 
 

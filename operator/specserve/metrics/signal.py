@@ -39,7 +39,7 @@ class PoolTarget:
 
 
 @dataclass(frozen=True)
-class Target:
+class ReadTarget:
     """One SpecServe to read."""
 
     namespace: str
@@ -128,7 +128,7 @@ def _extra(results: dict[tuple[Signal, PoolKey | None], QueryResult], signal: Si
     return None if result.error is not None else _value(result, key)
 
 
-def read(target: Target, results: dict[tuple[Signal, PoolKey | None], QueryResult], time: float) -> Reading:
+def read(target: ReadTarget, results: dict[tuple[Signal, PoolKey | None], QueryResult], time: float) -> Reading:
     """One SpecServe's Sample from the round's results."""
     signals: dict[bool, PoolSignal] = {}
     demand = 0.0
@@ -166,7 +166,9 @@ def failed(time: float, reason: str, message: str, query: str | None = None) -> 
     return Reading(Sample(time, None, error=message), reason, query)
 
 
-def read_history(target: Target, results: dict[tuple[Signal, PoolKey | None], QueryResult], horizon: float) -> History:
+def read_history(
+    target: ReadTarget, results: dict[tuple[Signal, PoolKey | None], QueryResult], horizon: float
+) -> History:
     """One SpecServe's demand a day and a week ago (metrics.promql.history_queries), summed over its pools. A part
     no pool recorded (a new deployment, retention shorter than the lookback, a failed query) is None: unknown,
     never 0; the policy then has no forecast from that lookback (policy.forecast)."""

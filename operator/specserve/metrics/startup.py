@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from specserve.render.manifests import LABEL_INSTANCE
+from specserve.layout import LABEL_INSTANCE
 
 ENGINE_CONTAINER = "sglang"
 JSON = dict[str, Any]

@@ -27,21 +27,21 @@ class Cusum:
 
 
 @dataclass(frozen=True)
-class Step:
+class CusumStep:
     state: Cusum
     fired: bool
     shift: float = 0.0  # the median residual when it fired (+0.3: the curve serves 30 % more than learned)
 
 
-def step(state: Cusum, residual: float) -> Step:
+def step(state: Cusum, residual: float) -> CusumStep:
     """Add one relative residual. Fires (and restarts from zero) when the accumulated shift passes the
     threshold in either direction."""
     recent = (*state.recent, residual)[-WINDOW:]
     if len(recent) < (WINDOW + 1) // 2:  # too few for a median that ignores one outlier
-        return Step(Cusum(state.up, state.down, recent), False)
+        return CusumStep(Cusum(state.up, state.down, recent), False)
     r = max(-RESIDUAL_CLIP, min(RESIDUAL_CLIP, statistics.median(recent)))
     up = max(0.0, state.up + r - DRIFT_ALLOWANCE)
     down = max(0.0, state.down - r - DRIFT_ALLOWANCE)
     if up > DRIFT_THRESHOLD or down > DRIFT_THRESHOLD:
-        return Step(Cusum(), True, r)
-    return Step(Cusum(up, down, recent), False)
+        return CusumStep(Cusum(), True, r)
+    return CusumStep(Cusum(up, down, recent), False)

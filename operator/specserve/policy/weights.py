@@ -90,7 +90,7 @@ def _target(
     return max(candidates, key=score), ideal
 
 
-def target(
+def robust_weights(
     curves: ModeCurves, demand: float, n_spec: int, n_base: int, spread: float, slo: float | None = None
 ) -> Weights:
     """The weights to set for `demand` (robust over demand x(1±spread))."""
@@ -103,11 +103,11 @@ def weight_band(
 ) -> tuple[Weights, Split, int, int]:
     """The target at `demand`, and the range of targets at D(1-h), D and D(1+h): the dead band. Weights inside it
     are as good as the target for any demand the band does not tell apart, so they are kept."""
-    goal = target(curves, demand, n_spec, n_base, hysteresis, slo)
+    goal = robust_weights(curves, demand, n_spec, n_base, hysteresis, slo)
     ws = [goal.speculative]
     if hysteresis > 0:
         ws += [
-            target(curves, demand * factor, n_spec, n_base, hysteresis, slo).speculative
+            robust_weights(curves, demand * factor, n_spec, n_base, hysteresis, slo).speculative
             for factor in (1 - hysteresis, 1 + hysteresis)
         ]
     return goal, best_split(curves, demand, n_spec, n_base, slo), min(ws), max(ws)

@@ -14,9 +14,8 @@ from typing import Any, Protocol
 
 from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
-from specserve.kube.kinds import CONFIGMAP, DEPLOYMENT, HTTPROUTE, OWNED_KINDS, PODMONITOR, SERVICE, Kind, kind_of
-from specserve.reconcile.intent import ref
-from specserve.render.manifests import LABEL_INSTANCE
+from specserve.kube.kinds import CONFIGMAP, DEPLOYMENT, HTTPROUTE, OWNED_KINDS, PODMONITOR, SERVICE, Kind, Ref, kind_of
+from specserve.layout import LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -99,9 +98,9 @@ async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, d
             continue
         for item in items:
             if owned_by(item, uid):
-                snap.owned[f"{kind.kind}/{item['metadata']['name']}"] = item
+                snap.owned[Ref.of(kind, item["metadata"]["name"])] = item
     for manifest in desired:
-        key = ref(manifest)
+        key = Ref.of_object(manifest)
         if key in snap.owned or manifest["kind"] in snap.unread:
             continue
         try:
@@ -158,13 +157,13 @@ async def apply_changed(kube: Kube, manifests: Iterable[JSON], owned: Mapping[st
     same pass (its pods may mount the config: rolling them onto a missing one would take the pool down)."""
     out = Applied()
     for manifest in manifests:
-        key = ref(manifest)
+        key = Ref.of_object(manifest)
         live = owned.get(key)
         if not needs_apply(live, manifest):
             if live is not None:
                 out.live[key] = dict(live)
             continue
-        if manifest["kind"] == DEPLOYMENT.kind and any(k.startswith("ConfigMap/") for k in out.failed):
+        if manifest["kind"] == DEPLOYMENT.kind and any(Ref(k).is_a(CONFIGMAP) for k in out.failed):
             out.held.append(key)
             if live is not None:
                 out.live[key] = dict(live)
@@ -197,7 +196,7 @@ async def prune(kube: Kube, namespace: str, refs: Iterable[str]) -> tuple[list[s
     by_kind = {k.kind: k for k in OWNED_KINDS}
     pruned, failures = [], []
     for key in refs:
-        kind_name, _, name = key.partition("/")
+        kind_name, name = Ref(key).kind, Ref(key).name
         try:
             await kube.delete(by_kind[kind_name], namespace, name)
             pruned.append(key)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specserve.kube.client import KubeError
-from specserve.kube.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER
+from specserve.kube.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, Ref
 from specserve.pool_state import foreign_replicas_owner
 from specserve.reconcile.apply import Kube
 
@@ -56,7 +56,7 @@ async def autoscaler_conflicts(
 ) -> tuple[str, ...]:
     """`rendered`: desired pool -> its rendered replica count (None: an autoscaler owns it by spec).
     `reported`: the last status reports a conflict (look again, so it clears only when the HPA is gone)."""
-    deployments = {d["metadata"]["name"]: d for k, d in owned.items() if k.startswith(f"{DEPLOYMENT.kind}/")}
+    deployments = {d["metadata"]["name"]: d for k, d in owned.items() if Ref(k).is_a(DEPLOYMENT)}
     ours = {n: d for n, d in deployments.items() if rendered.get(n) is not None}
     writers = {n: w for n, d in ours.items() if (w := foreign_replicas_owner(d)) is not None}
     if not ours or (not writers and not reported):

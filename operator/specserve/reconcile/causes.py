@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserve.kube.client import KubeError
-from specserve.kube.kinds import DEPLOYMENT, POD
+from specserve.kube.kinds import DEPLOYMENT, POD, Ref
+from specserve.layout import LABEL_INSTANCE
 from specserve.pool_state import DEADLINE_EXCEEDED, PoolCounts, read_pool
 from specserve.reconcile.apply import Kube
-from specserve.render.manifests import LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -121,7 +121,7 @@ async def pool_causes(
     count per desired pool (None: an autoscaler owns it; absent: a pool no longer rendered). `previous`: the
     causes the last status reported, kept while the pods cannot be read (unknown is not "healthy": dropping
     them would also post their event again when the read succeeds)."""
-    deployments = [v for k, v in owned.items() if k.startswith(f"{DEPLOYMENT.kind}/")]
+    deployments = [v for k, v in owned.items() if Ref(k).is_a(DEPLOYMENT)]
     counts = {d["metadata"]["name"]: read_pool(d) for d in deployments}
     out: dict[str, Cause] = {}
     if not any(needs_pods(c, rendered.get(n)) for n, c in counts.items()):

@@ -13,6 +13,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserve.api.conditions import (
+    AUTOSCALER_CONFLICT,
+    BASELINE_POOL_READY,
+    DEGRADED,
+    INVALID_SPEC,
+    POD_MONITOR_READY,
+    SPECULATIVE_POOL_READY,
+    find_condition,
+)
 from specserve.api.install_policy import InstallPolicy, check_install_policy
 from specserve.api.models import (
     ConditionStatus,
@@ -26,7 +35,8 @@ from specserve.api.models import (
 )
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
-from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SPECSERVE
+from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SERVICE, SPECSERVE, Ref
+from specserve.layout import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, PoolRole
 from specserve.pool_state import read_pool
 from specserve.reconcile.apply import Applied, Kube, Snapshot, apply_changed, owned_by, prune, snapshot
 from specserve.reconcile.autoscalers import autoscaler_conflicts
@@ -35,23 +45,17 @@ from specserve.reconcile.intent import (
     JSON,
     desired_pool,
     live_pool,
-    ref,
     route_backends,
     with_route_weights,
 )
 from specserve.reconcile.rendered import remembered_render
-from specserve.reconcile.rollout import Plan, Step, World, plan
+from specserve.reconcile.rollout import Plan, RolloutStep, World, plan
 from specserve.reconcile.rolls import RollBudget
 from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
-from specserve.render.manifests import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Pool, PoolRole, pools
+from specserve.render.manifests import Pool, pools
 from specserve.status import (
-    AUTOSCALER_CONFLICT,
-    BASELINE_POOL_READY,
-    DEGRADED,
-    POD_MONITOR_READY,
     RECONCILE_MANAGER,
-    SPECULATIVE_POOL_READY,
     Observation,
     Part,
     PoolHealth,
@@ -154,7 +158,7 @@ async def reconcile(
         stored = await _write_status(kube, body, new)
         return Outcome(status_written=stored is not None, status=new, stored=stored)
 
-    route_key = f"{HTTPROUTE.kind}/{meta.name}"
+    route_key = Ref.of(HTTPROUTE, meta.name)
     rendered = _rendered_replicas(desired)
     causes = await pool_causes(kube, meta.namespace, meta.name, snap.owned, rendered, _reported_causes(old))
     autoscaling = await autoscaler_conflicts(kube, meta.namespace, snap.owned, rendered, _conflict_reported(old))
@@ -167,11 +171,11 @@ async def reconcile(
     )
     if rolls is not None:
         rolls.record(owner, world, the_plan)
-    skip = set(snap.conflicts) | {f"{DEPLOYMENT.kind}/{n}" for n in the_plan.held} | _known_absent(obj, old)
-    skip |= {ref(m) for m in desired if m["kind"] in snap.unread}  # not read this pass: left as they are
+    skip = set(snap.conflicts) | {Ref.of(DEPLOYMENT, n) for n in the_plan.held} | _known_absent(obj, old)
+    skip |= {Ref.of_object(m) for m in desired if m["kind"] in snap.unread}  # not read this pass: left as they are
     serving = frozenset(n for n, p in world.live.items() if p.serving and n not in world.excluded)
     applied = await _apply_traffic_first(
-        kube, [m for m in desired if ref(m) not in skip], snap.owned, route_key, the_plan, serving
+        kube, [m for m in desired if Ref.of_object(m) not in skip], snap.owned, route_key, the_plan, serving
     )
     pruned, prune_failures = ([], []) if applied.failed else await _prune(kube, obj, desired, snap, the_plan)
     prune_failures += [f"{why}; left as they are this pass" for why in snap.unread.values()]
@@ -191,12 +195,12 @@ async def reconcile(
         status=new,
         stored=stored,
         warnings=_warnings(old, the_plan, applied) + new_failures(old, new),
-        held=tuple(sorted(the_plan.held | {k.partition("/")[2] for k in applied.held})),
+        held=tuple(sorted(the_plan.held | {Ref(k).name for k in applied.held})),
     )
 
 
 def _services(live: Mapping[str, JSON]) -> frozenset[str]:
-    return frozenset(k.partition("/")[2] for k in live if k.startswith("Service/"))
+    return frozenset(Ref(k).name for k in live if Ref(k).is_a(SERVICE))
 
 
 async def _apply_traffic_first(
@@ -208,8 +212,8 @@ async def _apply_traffic_first(
     The route goes first when it moves traffic off a pool with no Ready replica (a failover must not wait for, or
     fail with, any other object), else last (a new pool's Service exists before the route names it). Every object
     is tried whatever failed before it."""
-    route = next((m for m in manifests if ref(m) == route_key), None)
-    rest = [m for m in manifests if ref(m) != route_key]
+    route = next((m for m in manifests if Ref.of_object(m) == route_key), None)
+    rest = [m for m in manifests if Ref.of_object(m) != route_key]
     if route is None:
         return await apply_changed(kube, rest, owned)
     weights = the_plan.route_weights
@@ -226,7 +230,7 @@ async def _apply_traffic_first(
         return out
     # Last (or again, when a Service applied this pass lets a backend take its share; unchanged: no write).
     # A backend whose Service change was refused keeps addressing the Service as it is.
-    refused = frozenset(k.partition("/")[2] for k in out.failed if k.startswith("Service/"))
+    refused = frozenset(Ref(k).name for k in out.failed if Ref(k).is_a(SERVICE))
     route = with_live_backends(route, owned.get(route_key), refused)
     seen = {**owned, **out.live}
     out.merge(await apply_changed(kube, [with_route_weights(route, routable(seen))], seen))
@@ -235,7 +239,7 @@ async def _apply_traffic_first(
 
 def _template_applied(name: str, snap: Snapshot, applied: Applied) -> bool:
     """Whether this pass applied a new pod template to the pool (a scale or a drift repair is none)."""
-    key = f"{DEPLOYMENT.kind}/{name}"
+    key = Ref.of(DEPLOYMENT, name)
     if key not in applied.applied or key not in applied.live:
         return False
     before = snap.owned.get(key)
@@ -278,22 +282,22 @@ def _world(
             item, deployments.get(name), causes[name].reason if name in causes else None
         )
         for key, item in snap.owned.items()
-        if key.startswith(f"{DEPLOYMENT.kind}/")
+        if Ref(key).is_a(DEPLOYMENT)
     }
     by_role = {PoolRole.SPECULATIVE: tgt.weights.speculative, PoolRole.BASELINE: tgt.weights.baseline}
     return World(
         desired=tuple(
             desired_pool(d)
             for d in deployments.values()
-            if f"{DEPLOYMENT.kind}/{d['metadata']['name']}" not in snap.conflicts
+            if Ref.of(DEPLOYMENT, d["metadata"]["name"]) not in snap.conflicts
         ),
         live=live,
         route=obj.spec.routing.gateway is not None,
-        live_route=route_backends(snap.owned.get(f"{HTTPROUTE.kind}/{obj.metadata.name}")),
+        live_route=route_backends(snap.owned.get(Ref.of(HTTPROUTE, obj.metadata.name))),
         target_weights={p.name: by_role.get(p.role, 100) for p in the_pools},
         announced=frozenset(old.rollout.announced) if old.rollout is not None else frozenset(),
         # A pool with any object of its name owned by someone else (its Service, say) gets no traffic.
-        excluded=frozenset(c.partition("/")[2] for c in snap.conflicts) & frozenset(deployments),
+        excluded=frozenset(Ref(c).name for c in snap.conflicts) & frozenset(deployments),
     )
 
 
@@ -328,7 +332,7 @@ def _await_gateway(
         the_plan,
         held=the_plan.held | rolling,
         prune_pools=tuple(n for n in the_plan.prune_pools if n not in serving_pruned),
-        steps=(*the_plan.steps, Step("WaitingForGateway", why)),
+        steps=(*the_plan.steps, RolloutStep("WaitingForGateway", why)),
         settled=False,
     )
 
@@ -336,7 +340,7 @@ def _await_gateway(
 def _refused(old: SpecServeStatus, desired: list[JSON], applied: Applied) -> list[str]:
     """Objects refused and not applied since: those refused now, and those refused before and not tried again
     (held) that are still wanted."""
-    wanted = {ref(m) for m in desired}
+    wanted = {Ref.of_object(m) for m in desired}
     before = set(old.rollout.refused) if old.rollout is not None else set()
     kept = {k for k in before if k in wanted and k not in applied.applied}
     return sorted(kept | set(applied.failed))
@@ -361,9 +365,9 @@ def _rollout_state(
 def _known_absent(obj: SpecServe, old: SpecServeStatus) -> set[str]:
     """The PodMonitor API was found missing for this very generation: do not try again every resync (a spec
     edit, or an operator restart with the condition cleared, tries again)."""
-    cond = next((c for c in old.conditions if c.type == POD_MONITOR_READY), None)
+    cond = find_condition(old.conditions, POD_MONITOR_READY)
     if cond is not None and cond.reason == "NotInstalled" and cond.observed_generation == obj.metadata.generation:
-        return {f"{PODMONITOR.kind}/{obj.metadata.name}"}
+        return {Ref.of(PODMONITOR, obj.metadata.name)}
     return set()
 
 
@@ -373,12 +377,12 @@ async def _prune(
     """Stale objects the plan lets go: a replaced pool (with its Service and budget) once its traffic moved;
     other stale objects at once, except config that pods may still mount: a ConfigMap goes once the rollout
     settled (a roll held back by DowntimeAhead has not: its pods still mount the old config)."""
-    keep = {ref(m) for m in desired}
+    keep = {Ref.of_object(m) for m in desired}
     stale = [k for k in snap.owned if k not in keep]
-    old_pools = {k.partition("/")[2] for k in stale if k.startswith(f"{DEPLOYMENT.kind}/")}
+    old_pools = {Ref(k).name for k in stale if Ref(k).is_a(DEPLOYMENT)}
     go: list[str] = []
     for key in stale:
-        kind, _, name = key.partition("/")
+        kind, name = Ref(key).kind, Ref(key).name
         if name in old_pools:
             if name in the_plan.prune_pools:
                 go.append(key)
@@ -388,7 +392,7 @@ async def _prune(
 
 
 def _speculative_flavour(name: str, flavours: Mapping[str, bool], live: Mapping[str, JSON]) -> bool:
-    deployment = live.get(f"{DEPLOYMENT.kind}/{name}")
+    deployment = live.get(Ref.of(DEPLOYMENT, name))
     if deployment is not None:
         labels = ((deployment.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
         if LABEL_MODE in labels:
@@ -445,7 +449,7 @@ def _observe(
     failures = {n: _failure(c) for n, c in (causes or {}).items() if not _template_applied(n, snap, applied)}
     health = {
         p.name: PoolHealth.observe(
-            p.name, wanted.get(p.name), live.get(f"{DEPLOYMENT.kind}/{p.name}"), p.role, failures.get(p.name)
+            p.name, wanted.get(p.name), live.get(Ref.of(DEPLOYMENT, p.name)), p.role, failures.get(p.name)
         )
         for p in the_pools
     }
@@ -459,11 +463,11 @@ def _observe(
             failures.get(item["metadata"]["name"]),
         )
         for key, item in live.items()
-        if key.startswith(f"{DEPLOYMENT.kind}/") and item["metadata"]["name"] not in health
+        if Ref(key).is_a(DEPLOYMENT) and item["metadata"]["name"] not in health
     ]
     by_flavour = {p.flavour.speculative: health[p.name] for p in the_pools}
     route_requested = obj.spec.routing.gateway is not None
-    route_key = f"{HTTPROUTE.kind}/{obj.metadata.name}"
+    route_key = Ref.of(HTTPROUTE, obj.metadata.name)
     route_live = live.get(route_key)
     weights = _live_weights(route_backends(route_live), flavours, live) if route_requested else None
     engine = health.get(the_pools[0].name) if len(the_pools) == 1 else None
@@ -493,7 +497,7 @@ def _observe(
 def _parts(obj: SpecServe, old: SpecServeStatus, applied: Applied, live: Mapping[str, JSON]) -> tuple[Part, ...]:
     if not obj.spec.monitoring.pod_monitor:
         return ()
-    key = f"{PODMONITOR.kind}/{obj.metadata.name}"
+    key = Ref.of(PODMONITOR, obj.metadata.name)
     if key in applied.not_installed:
         message = "the PodMonitor API (Prometheus Operator CRDs) is not installed; serving is not affected"
         return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, "NotInstalled", message),)
@@ -501,7 +505,7 @@ def _parts(obj: SpecServe, old: SpecServeStatus, applied: Applied, live: Mapping
         return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, "ApplyFailed", applied.optional[key]),)
     if key in live:
         return (Part(POD_MONITOR_READY, ConditionStatus.TRUE, "Applied", "the PodMonitor is in place"),)
-    previous = next((c for c in old.conditions if c.type == POD_MONITOR_READY), None)
+    previous = find_condition(old.conditions, POD_MONITOR_READY)
     if previous is not None:  # not tried again this pass (known absent, or held behind a failure)
         return (Part(POD_MONITOR_READY, previous.status, previous.reason, previous.message),)
     return (Part(POD_MONITOR_READY, ConditionStatus.UNKNOWN, "Pending", "the PodMonitor is not applied yet"),)
@@ -543,7 +547,7 @@ async def _reject(
     running = await _running_pools(kube, meta)
     new = invalid_status(old, meta.get("generation"), message, now(), running)
     stored = await _write_status(kube, body, new)
-    newly = stored is not None and not any(c.type == "Degraded" and c.reason == "InvalidSpec" and c.message == message
+    newly = stored is not None and not any(c.type == DEGRADED and c.reason == INVALID_SPEC and c.message == message
                                            for c in old.conditions)  # fmt: skip
     return Outcome(status_written=stored is not None, invalid=str(exc), newly_invalid=newly, status=new, stored=stored)
 

@@ -17,10 +17,6 @@ JSON = dict[str, Any]
 __all__ = ["TEMPLATE_HASH"]  # re-exported: the annotation is read by specserve.pool_state
 
 
-def ref(manifest: Mapping[str, Any]) -> str:
-    return f"{manifest['kind']}/{manifest['metadata']['name']}"
-
-
 def template_hash(deployment: Mapping[str, Any]) -> str:
     template = deployment["spec"]["template"]
     return hashlib.sha256(json.dumps(template, sort_keys=True, default=str).encode()).hexdigest()[:16]

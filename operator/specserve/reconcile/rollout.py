@@ -82,7 +82,7 @@ class World:
 
 
 @dataclass(frozen=True)
-class Step:
+class RolloutStep:
     reason: str
     message: str
 
@@ -92,7 +92,7 @@ class Plan:
     held: frozenset[str] = frozenset()  # desired Deployments not to apply this pass
     route_weights: tuple[tuple[str, int], ...] = ()  # the backends to apply, in order
     prune_pools: tuple[str, ...] = ()  # stale pools to delete (with their Services and budgets)
-    steps: tuple[Step, ...] = ()  # what runs, for the Progressing condition
+    steps: tuple[RolloutStep, ...] = ()  # what runs, for the Progressing condition
     downtime: str | None = None  # to announce as a Warning event before acting
     announcement: str | None = None  # the key of that announcement (DesiredPool.announcement), for World.announced
     settled: bool = False  # nothing pending: the generation is fully rolled out
@@ -106,12 +106,12 @@ class Plan:
 class _Draft:
     held: set[str] = field(default_factory=set)
     draining: set[str] = field(default_factory=set)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[RolloutStep] = field(default_factory=list)
     downtime: str | None = None
     announcement: str | None = None
 
     def step(self, reason: str, message: str) -> None:
-        self.steps.append(Step(reason, message))
+        self.steps.append(RolloutStep(reason, message))
 
 
 def plan(world: World) -> Plan:

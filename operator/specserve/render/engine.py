@@ -5,10 +5,9 @@ Which flags exist depends on the SGLang release; that knowledge is in specserve.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from specserve.api.models import Algorithm, SpecServeSpec
 from specserve.api.rules import is_sm120
+from specserve.layout import Flavour
 from specserve.render.adaptive import steps_for_crossover
 from specserve.versions import release
 
@@ -17,20 +16,6 @@ ADAPTIVE_CONFIG_KEY = "adaptive-config.json"
 SM120_DEFAULT_ATTENTION_BACKEND = "flashinfer"
 # Algorithms that take the EAGLE-style chain/tree knobs (steps, topk).
 _STEPPED = frozenset({Algorithm.EAGLE3, Algorithm.EAGLE, Algorithm.NEXTN, Algorithm.STANDALONE})
-
-
-@dataclass(frozen=True)
-class Flavour:
-    """How one pool runs the engine."""
-
-    speculative: bool
-    adaptive: bool = False
-
-    @property
-    def mode_label(self) -> str:
-        if self.adaptive:
-            return "adaptive"
-        return "speculative" if self.speculative else "baseline"
 
 
 def adaptive_steps(spec: SpecServeSpec) -> dict[str, list[int]] | None:

@@ -20,37 +20,17 @@ import yaml
 from specserve.api.models import (
     API_VERSION,
     KIND,
-    Autoscaling,
     Mode,
-    PoolSpec,
     SpecServe,
     SpecServeSpec,
-    Strategy,
     Weights,
 )
+from specserve.layout import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Flavour, PoolRole, base_labels, pool_layout
 from specserve.render.adaptive import sglang_config_file
-from specserve.render.engine import (
-    ADAPTIVE_CONFIG_DIR,
-    ADAPTIVE_CONFIG_KEY,
-    Flavour,
-    adaptive_steps,
-    sglang_args,
-    sglang_env,
-)
+from specserve.render.engine import ADAPTIVE_CONFIG_DIR, ADAPTIVE_CONFIG_KEY, adaptive_steps, sglang_args, sglang_env
 from specserve.versions import default_image
 
 Manifest = dict[str, Any]
-
-MANAGED_BY = "specserve"
-LABEL_INSTANCE = "specserve.io/instance"
-LABEL_POOL = "specserve.io/pool"
-LABEL_MODE = "specserve.io/mode"
-
-
-class PoolRole:
-    SPECULATIVE = "speculative"
-    BASELINE = "baseline"
-    ENGINE = "engine"  # the single pool of Restart and Adaptive
 
 
 @dataclass(frozen=True)
@@ -70,22 +50,6 @@ class Pool:
     external_replicas: bool = False  # an HPA/KEDA owns spec.replicas: the Deployment is applied without it
 
 
-def base_labels(name: str) -> dict[str, str]:
-    # No app.kubernetes.io/instance: Argo CD's label tracking reads it as "belongs to the Application of
-    # that name" and would prune these objects. specserve.io/instance says which SpecServe owns them.
-    return {
-        "app.kubernetes.io/name": "sglang",
-        "app.kubernetes.io/component": "inference-engine",
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        LABEL_INSTANCE: name,
-    }
-
-
-def pool_name(name: str, role: str) -> str:
-    suffix = {PoolRole.SPECULATIVE: "spec", PoolRole.BASELINE: "base", PoolRole.ENGINE: "engine"}[role]
-    return f"{name}-{suffix}"
-
-
 def adaptive_configmap_name(name: str, steps: dict[str, list[int]]) -> str:
     """Named for its content (as kustomize's configMapGenerator names them): a new config is a new ConfigMap, so
     pods keep the file they started with until they roll, and a restarted old pod never reads the new config
@@ -97,27 +61,18 @@ def adaptive_configmap_name(name: str, steps: dict[str, list[int]]) -> str:
 def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
     """The pools a SpecServe runs in `mode` (the mode only matters to Restart, which has one pool)."""
     spec, name = obj.spec, obj.metadata.name
-    shapes: list[tuple[str, PoolSpec, Flavour]]
-    if spec.strategy == Strategy.TRAFFIC_SPLIT:
-        shapes = [
-            (PoolRole.SPECULATIVE, spec.pools.speculative, Flavour(speculative=True)),
-            (PoolRole.BASELINE, spec.pools.baseline, Flavour(speculative=False)),
-        ]
-    elif spec.strategy == Strategy.RESTART:
-        shapes = [(PoolRole.ENGINE, spec.pools.speculative, Flavour(speculative=mode == Mode.SPECULATIVE))]
-    else:
-        shapes = [(PoolRole.ENGINE, spec.pools.speculative, Flavour(speculative=True, adaptive=True))]
     steps = adaptive_steps(spec)
     result = []
-    for role, shape, flavour in shapes:
+    for laid in pool_layout(obj, mode):
+        role, flavour = laid.role, laid.flavour
         labels = {**base_labels(name), LABEL_POOL: role}
         args, env = sglang_args(spec, flavour), sglang_env(spec, flavour)
         mounted = steps if flavour.adaptive else None
         result.append(
             Pool(
                 role=role,
-                name=pool_name(name, role),
-                replicas=shape.replicas,
+                name=laid.name,
+                replicas=laid.replicas,
                 flavour=flavour,
                 labels=labels,
                 selector={LABEL_INSTANCE: name, LABEL_POOL: role},
@@ -126,8 +81,8 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
                 env=env,
                 adaptive_config=adaptive_configmap_name(name, mounted) if mounted is not None else None,
                 config_hash=_config_hash(image_of(spec), args, env, mounted),
-                max_surge=shape.max_surge,
-                external_replicas=shape.autoscaling == Autoscaling.EXTERNAL,
+                max_surge=laid.shape.max_surge,
+                external_replicas=laid.external_replicas,
             )
         )
     return result

@@ -23,7 +23,7 @@ from specserve.emulator.engine import Mode as EngineMode
 from specserve.emulator.engine import active_steps
 from specserve.metrics.promql import PoolKey, Query, Signal, Windows, grouped_queries
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Target, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, index, read
 from specserve.policy.types import Sample
 from specserve.simulate.cluster import Pool
 
@@ -138,5 +138,5 @@ class Prometheus:
             PoolTarget(role=role, ready=len(pool.ready(now)), speculative=speculative_roles[role])
             for role, pool in self.pools.items()
         )
-        target = Target(NAMESPACE, NAME, pools, self.scrape_seconds)
+        target = ReadTarget(NAMESPACE, NAME, pools, self.scrape_seconds)
         return read(target, index(results), now - offset).sample

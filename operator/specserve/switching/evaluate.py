@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from specserve.api.conditions import CURVE_DRIFT, METRICS_AVAILABLE, SWITCHING
 from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
@@ -21,8 +22,7 @@ from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.reconcile import previous_status
-from specserve.status import METRICS_AVAILABLE, SWITCHING, status_body
-from specserve.switching.learning import CURVE_DRIFT
+from specserve.status import status_body
 from specserve.switching.pools import PoolState, converging, pending_change
 from specserve.switching.record import (
     FAILURE_THRESHOLD,
@@ -30,8 +30,8 @@ from specserve.switching.record import (
     decision,
     is_new,
     load_moved,
+    load_snapshot,
     metrics_condition,
-    snapshot,
     switching_condition,
     with_decision,
     with_state,
@@ -122,7 +122,7 @@ def next_status(
     recorded = is_new(verdict, status.last_decision)
     if recorded:
         new = with_decision(new, decision(verdict, saved.mode, now))
-    load = snapshot(reading, now)
+    load = load_snapshot(reading, now)
     if recorded or new.switching != status.switching or load_moved(status.load, load):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)

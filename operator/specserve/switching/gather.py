@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from specserve.api.models import Mode, SpecServe, Strategy
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
+from specserve.layout import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
 from specserve.metrics.promql import (
     PoolKey,
     Query,
@@ -28,10 +29,9 @@ from specserve.metrics.promql import (
     selector_queries,
 )
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Reading, Target, failed, index, read, read_history
+from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, failed, index, read, read_history
 from specserve.metrics.startup import measured_startup_seconds
 from specserve.policy.knobs import default_startup_seconds
-from specserve.render.manifests import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
 from specserve.switching.pools import PoolState, pool_states
 from specserve.switching.record import Source
 
@@ -61,7 +61,7 @@ class Readers(Protocol):
 
 
 @dataclass(frozen=True)
-class Plan:
+class ReadPlan:
     """How one due SpecServe is read."""
 
     obj: SpecServe
@@ -86,10 +86,10 @@ class Plan:
         return Source(f"Prometheus at {self.url}", selector_override=selector is not None)
 
 
-def plan(obj: SpecServe, mode: Mode, default_url: str | None) -> Plan:
+def read_plan(obj: SpecServe, mode: Mode, default_url: str | None) -> ReadPlan:
     switching = obj.spec.switching
     windows = Windows.of(switching.evaluation_interval_seconds, obj.spec.monitoring.interval_seconds)
-    return Plan(obj, mode, windows, switching.metrics.prometheus_url or default_url, forecast_horizon(obj))
+    return ReadPlan(obj, mode, windows, switching.metrics.prometheus_url or default_url, forecast_horizon(obj))
 
 
 def forecast_horizon(obj: SpecServe) -> int | None:
@@ -103,10 +103,10 @@ def forecast_horizon(obj: SpecServe) -> int | None:
     return horizon_of(default_startup_seconds(obj) + switching.min_dwell_seconds)
 
 
-def target_of(p: Plan, states: tuple[PoolState, ...]) -> Target:
+def target_of(p: ReadPlan, states: tuple[PoolState, ...]) -> ReadTarget:
     adaptive = p.obj.spec.strategy is Strategy.ADAPTIVE
     pools = tuple(PoolTarget(s.role, s.ready, s.speculative or adaptive) for s in states)
-    return Target(p.obj.metadata.namespace, p.obj.metadata.name, pools, p.obj.spec.monitoring.interval_seconds)
+    return ReadTarget(p.obj.metadata.namespace, p.obj.metadata.name, pools, p.obj.spec.monitoring.interval_seconds)
 
 
 async def _list_by_namespace(kube: KubeReader, kind: Kind, namespaces: set[str]) -> dict[str, list[JSON] | str]:
@@ -163,25 +163,25 @@ class _Round:
     def __init__(self, now: float) -> None:
         self.now = now
         self.out: dict[tuple[str, str], Gathered] = {}
-        self.targets: dict[tuple[str, str], Target] = {}
+        self.targets: dict[tuple[str, str], ReadTarget] = {}
         self.queries: dict[tuple[str, Windows], list[Query]] = defaultdict(list)
         self.scrapes: dict[Windows, dict[PoolKey, list[str]]] = defaultdict(dict)
-        self.members: dict[tuple[str, Windows] | Windows, list[Plan]] = defaultdict(list)
+        self.members: dict[tuple[str, Windows] | Windows, list[ReadPlan]] = defaultdict(list)
         # Restart's demand history: one batch per Prometheus, window and horizon (grouped queries share keys)
         self.history: dict[tuple[str, Windows, int], list[Query]] = defaultdict(list)
-        self.history_members: dict[tuple[str, Windows, int], list[Plan]] = defaultdict(list)
+        self.history_members: dict[tuple[str, Windows, int], list[ReadPlan]] = defaultdict(list)
 
-    def fail(self, p: Plan, states: tuple[PoolState, ...], reason: str, message: str) -> None:
+    def fail(self, p: ReadPlan, states: tuple[PoolState, ...], reason: str, message: str) -> None:
         self.out[p.key] = Gathered(failed(self.now, reason, message), states)
 
-    def add_direct(self, p: Plan, pods: list[JSON]) -> None:
+    def add_direct(self, p: ReadPlan, pods: list[JSON]) -> None:
         urls = pod_urls(p.obj, pods)
         for pool in self.targets[p.key].pools:
             key = PoolKey(p.obj.metadata.namespace, p.obj.metadata.name, pool.role)
             self.scrapes[p.windows][key] = urls.get(key, [])
         self.members[p.windows].append(p)
 
-    def add_prometheus(self, p: Plan, url: str) -> str | None:
+    def add_prometheus(self, p: ReadPlan, url: str) -> str | None:
         group = (url, p.windows)
         selector = p.obj.spec.switching.metrics.series_selector
         own: list[Query] = []
@@ -199,7 +199,7 @@ class _Round:
             self.add_history(p, url, p.horizon, selector)
         return None
 
-    def add_history(self, p: Plan, url: str, horizon: int, selector: str | None) -> None:
+    def add_history(self, p: ReadPlan, url: str, horizon: int, selector: str | None) -> None:
         group = (url, p.windows, horizon)
         if not self.history[group]:
             self.history[group] += history_queries(p.windows, horizon)
@@ -209,7 +209,7 @@ class _Round:
             self.history[group] += selector_history_queries(selector, ns, name, roles, p.windows, horizon)
         self.history_members[group].append(p)
 
-    def settle_history(self, members: list[Plan], horizon: int, results: list[QueryResult]) -> None:
+    def settle_history(self, members: list[ReadPlan], horizon: int, results: list[QueryResult]) -> None:
         """Attach the demand history to readings already settled (a failed reading keeps it too: it is unused)."""
         by_query = index(results)
         for p in members:
@@ -217,14 +217,14 @@ class _Round:
             sample = replace(got.reading.sample, history=read_history(self.targets[p.key], by_query, horizon))
             self.out[p.key] = replace(got, reading=replace(got.reading, sample=sample))
 
-    def settle(self, members: list[Plan], results: list[QueryResult]) -> None:
+    def settle(self, members: list[ReadPlan], results: list[QueryResult]) -> None:
         by_query = index(results)
         for p in members:
             self.out[p.key] = Gathered(read(self.targets[p.key], by_query, self.now), self.out[p.key].pools)
 
 
 async def gather(
-    kube: KubeReader, readers: Readers, plans: Sequence[Plan], now: float
+    kube: KubeReader, readers: Readers, plans: Sequence[ReadPlan], now: float
 ) -> dict[tuple[str, str], Gathered]:
     deployments = await _list_by_namespace(kube, DEPLOYMENT, {p.obj.metadata.namespace for p in plans})
     # Pods: scraped by Direct; their start-up times price a Restart switch.

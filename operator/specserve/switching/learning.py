@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.models import (
     ConditionStatus,
     CurveDriftRecord,
@@ -41,7 +42,6 @@ from specserve.policy.types import Sample
 from specserve.status import set_condition
 from specserve.switching.state import epoch, rfc3339
 
-CURVE_DRIFT = "CurveDrift"  # a condition of the switching loop (field manager specserve-switching)
 PERSIST_EVALUATIONS = 20
 PERSIST_RANGE = (10.0, 300.0)  # the default 15 s evaluation interval writes every 300 s
 

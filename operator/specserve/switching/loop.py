@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from specserve import telemetry
+from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.models import SpecServe
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
@@ -26,7 +27,7 @@ from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
-from specserve.switching.gather import Gathered, Plan, Readers, gather, plan
+from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan
 from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
 from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
@@ -37,7 +38,7 @@ JSON = dict[str, Any]
 Key = tuple[str, str]
 
 
-class Kube(Protocol):
+class LoopKube(Protocol):
     async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]: ...
     async def apply_status(
         self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
@@ -116,7 +117,7 @@ class SwitchingLoop:
     def __init__(
         self,
         registry: Registry,
-        kube: Kube,
+        kube: LoopKube,
         readers: Readers,
         decide: Decide,
         trigger: Trigger,
@@ -136,7 +137,7 @@ class SwitchingLoop:
             cached = self._curves[key] = (obj.spec.switching, curves_from_spec(obj.spec.switching))
         return cached[1]
 
-    def _due_now(self, now: float) -> list[tuple[Tracked, SpecServe, Plan]]:
+    def _due_now(self, now: float) -> list[tuple[Tracked, SpecServe, ReadPlan]]:
         due = []
         for key in list(self._memory):
             if key not in self.registry.items:  # deleted
@@ -153,7 +154,7 @@ class SwitchingLoop:
                 continue  # the reconcile reports it; the last good target keeps serving
             status = previous_status(tracked.body)
             mode = resume(obj, status, now).mode
-            due.append((tracked, obj, plan(obj, mode, self.config.prometheus_url)))
+            due.append((tracked, obj, read_plan(obj, mode, self.config.prometheus_url)))
         return due
 
     async def run_round(self) -> RoundReport:
@@ -177,7 +178,7 @@ class SwitchingLoop:
         telemetry.EVALUATION_SECONDS.observe(report.seconds)
         return report
 
-    async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: Plan, got: Gathered, now: float) -> Evaluation:
+    async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: ReadPlan, got: Gathered, now: float) -> Evaluation:
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
         paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
         decide: Decide = PausedDecide(self.decide) if paused else self.decide
@@ -192,7 +193,7 @@ class SwitchingLoop:
             written = done.after.learning
             self._learning[p.key] = Remembered(learned.round.learning, written.last_update if written else None)
             for drift in learned.round.drifts:
-                await self.kube.post_event(body, reason="CurveDrift", message=drift_message(drift), type_="Warning")
+                await self.kube.post_event(body, reason=CURVE_DRIFT, message=drift_message(drift), type_="Warning")
                 log.warning("switching %s/%s: %s", *p.key, drift_message(drift))
         if done.server is not None:
             # The server's answer is newer than the watch's last body: the reconcile triggered below, and the

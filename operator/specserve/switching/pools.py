@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserve.api.conditions import PROGRESSING
 from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
+from specserve.layout import pool_layout
 from specserve.pool_state import PoolCounts, read_pool
-from specserve.render.manifests import pools
-
-PROGRESSING = "Progressing"  # the reconcile's rollout condition
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class PoolState:
 def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[str, Any]]) -> tuple[PoolState, ...]:
     """Each pool of the target mode, read through the one Deployment reader."""
     out = []
-    for pool in pools(obj, mode):
+    for pool in pool_layout(obj, mode):
         live = deployments.get(pool.name)
         if live is None:
             out.append(PoolState(pool.role, pool.name, pool.flavour.speculative, pool.replicas, 0, False))

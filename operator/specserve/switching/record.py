@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from specserve.api.conditions import METRICS_AVAILABLE, SWITCHING, find_condition
 from specserve.api.models import (
     HISTORY_LIMIT,
     ConditionStatus,
@@ -24,7 +25,7 @@ from specserve.metrics.promql import SELECTOR_FIELD
 from specserve.metrics.signal import Reading, Reason
 from specserve.policy.pause import PAUSED_MESSAGE, PAUSED_REASON
 from specserve.policy.types import Action, PolicyState, PoolSignal, Verdict
-from specserve.status import METRICS_AVAILABLE, SWITCHING, set_condition
+from specserve.status import set_condition
 from specserve.switching.state import rfc3339, to_status
 
 FAILURE_THRESHOLD = 3  # consecutive unknown evaluations before MetricsAvailable turns False
@@ -83,7 +84,7 @@ def pool_load(pool: Literal["speculative", "baseline"], signal: PoolSignal) -> P
     )
 
 
-def snapshot(reading: Reading, now: float) -> LoadSnapshot:
+def load_snapshot(reading: Reading, now: float) -> LoadSnapshot:
     """Demand and per-pool load; written with decisions or when demand moves (see `load_moved`), so the per-pool
     numbers are those of the last such moment, not of every evaluation."""
     sample = reading.sample
@@ -133,7 +134,7 @@ def metrics_condition(
         cond = (ConditionStatus.FALSE, reading.reason, message)
     else:
         return status
-    old = next((c for c in status.conditions if c.type == METRICS_AVAILABLE), None)
+    old = find_condition(status.conditions, METRICS_AVAILABLE)
     if old is not None and (old.status, old.reason) == cond[:2] and cond[0] == ConditionStatus.FALSE:
         # The streak count moves every round: keep the first message rather than write every round.
         return status
@@ -167,8 +168,8 @@ def with_state(status: SpecServeStatus, state: PolicyState) -> SpecServeStatus:
 
 def became_unavailable(before: SpecServeStatus, after: SpecServeStatus) -> str | None:
     """The message when MetricsAvailable just turned False (one Warning event per outage)."""
-    old = next((c for c in before.conditions if c.type == METRICS_AVAILABLE), None)
-    new = next((c for c in after.conditions if c.type == METRICS_AVAILABLE), None)
+    old = find_condition(before.conditions, METRICS_AVAILABLE)
+    new = find_condition(after.conditions, METRICS_AVAILABLE)
     if new is not None and new.status == ConditionStatus.FALSE and (old is None or old.status != new.status):
         return new.message
     return None

@@ -1,0 +1,39 @@
+"""A SpecServe's status conditions: their types, the reasons more than one module writes or reads, and the one way
+to find a condition by type. Which writer owns which condition is in specserve.status (RECONCILE_CONDITIONS) and
+specserve.switching.evaluate (LOOP_CONDITIONS)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from specserve.api.models import Condition
+
+READY = "Ready"
+SPECULATIVE_POOL_READY = "SpeculativePoolReady"
+BASELINE_POOL_READY = "BaselinePoolReady"
+ROUTE_READY = "RouteReady"
+POD_MONITOR_READY = "PodMonitorReady"
+METRICS_AVAILABLE = "MetricsAvailable"
+SWITCHING = "Switching"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+CURVE_DRIFT = "CurveDrift"  # the live curves left the calibrated ones (also the Warning event's reason)
+CONDITION_ORDER = (
+    READY,
+    SPECULATIVE_POOL_READY,
+    BASELINE_POOL_READY,
+    ROUTE_READY,
+    POD_MONITOR_READY,
+    METRICS_AVAILABLE,
+    SWITCHING,
+    PROGRESSING,
+    DEGRADED,
+)
+
+# Reasons
+INVALID_SPEC = "InvalidSpec"  # Degraded (and the Warning event): the spec was rejected, nothing applied
+AUTOSCALER_CONFLICT = "AutoscalerConflict"  # Degraded: an autoscaler scales a pool the operator sizes
+
+
+def find_condition(conditions: Iterable[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)

@@ -1,0 +1,228 @@
+"""What the kopf handlers delegate to: one reconcile per object at a time, in its lane; what a pass did recorded,
+logged and posted as events; the switching and resync loops started and stopped with the operator.
+
+Every change event, the resync loop and the switching loop call the same `Dispatcher.run_once`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any, cast
+
+import kopf
+
+from specserve import telemetry
+from specserve.api.conditions import INVALID_SPEC, READY
+from specserve.api.models import ConditionStatus
+from specserve.config import OperatorConfig
+from specserve.finalizers import GONE
+from specserve.kube.client import KubeError
+from specserve.kube.kinds import Ref
+from specserve.policy.switching import decide
+from specserve.reconcile import Kube, Outcome, reconcile
+from specserve.reconcile.rendered import forget as forget_render
+from specserve.reconcile.rolls import RollBudget
+from specserve.resync import ResyncProbe, resync_forever
+from specserve.slots import slot
+from specserve.status import pool_moved
+from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked, older
+from specserve.switching.sources import Sources
+
+log = logging.getLogger(__name__)
+
+QUEUED = "specserve.queued"  # per-object memo: an urgent reconcile is waiting for the object's lock
+LOOPS = "loops"  # kopf's memo: the running loops, for stop()
+
+
+def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
+    # kopf hands out read-only views; the API models want plain data. managedFields are a third of a SpecServe's
+    # body and nothing here reads them: the copy the registry keeps of every SpecServe goes without.
+    data: dict[str, Any] = json.loads(json.dumps(dict(body), default=dict))
+    (data.get("metadata") or {}).pop("managedFields", None)
+    return data
+
+
+def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
+    meta = body.get("metadata") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    telemetry.RECONCILES.labels(ns, name, "invalid" if outcome.invalid else "ok").inc()
+    for ref in outcome.applied:
+        telemetry.APPLIES.labels(ns, name, Ref(ref).kind).inc()
+    for ref in outcome.pruned:
+        telemetry.PRUNES.labels(ns, name, Ref(ref).kind).inc()
+    if outcome.status is not None:
+        ready = any(c.type == READY and c.status == ConditionStatus.TRUE for c in outcome.status.conditions)
+        telemetry.READY.labels(ns, name).set(1 if ready else 0)
+        if outcome.status.weights is not None:
+            telemetry.SPECULATIVE_WEIGHT.labels(ns, name).set(outcome.status.weights.speculative)
+        telemetry.observe_status(ns, name, outcome.status)
+
+
+async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) -> None:
+    # Through our own client when there is one: its writes are fenced by the leader Lease (kopf's poster is not),
+    # and it works outside a kopf handler too (a reconcile the switching loop triggered has no kopf event queue).
+    post = getattr(kube, "post_event", None)
+    if post is not None:
+        await post(dict(body), reason=reason, message=message, type_="Warning")
+        return
+    with contextlib.suppress(LookupError):  # no client of ours (handlers called directly in tests)
+        kopf.warn(kopf.Body(cast(kopf.RawBody, dict(body))), reason=reason, message=message)
+
+
+class Dispatcher:
+    """The operator's shared state between handlers: the latest body of every SpecServe, the roll budget."""
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.config = config
+        self.tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
+        self.rolls = RollBudget(config.max_concurrent_rolls)  # pools rolling a template change, cluster-wide
+        self._wakeups: set[asyncio.Task[None]] = set()  # reconciles of SpecServes a freed roll slot lets go on
+
+    async def _reconcile_latest(
+        self, body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
+    ) -> tuple[dict[str, Any], Outcome] | None:
+        if memo.get(GONE):  # deleted (no finalizer holds it): triggers queued before must not re-create children
+            return None
+        # The freshest body the watch delivered (status included) beats the one this handler was handed.
+        latest = self.tracked.get(Registry.key(body))
+        plain = latest.body if latest is not None else _plain(body)
+        with telemetry.RECONCILE_SECONDS.time():
+            outcome = await reconcile(kube, plain, install=self.config.install_policy, rolls=self.rolls)
+        # Read our own write from the server's answer, unless the watch delivered something newer meanwhile
+        # (an event that arrived during the pass may be older than our write: the next pass must not see it).
+        if outcome.stored is not None and latest is not None and not older(outcome.stored, latest.body):
+            latest.body = _plain(outcome.stored)
+        return plain, outcome
+
+    async def _wake(self, item: Tracked) -> None:
+        try:
+            await self.run_once(item.body, item.memo, log, urgent=False)
+        except KubeError as exc:  # the next resync tries again
+            log.warning("reconcile of %s/%s for a freed roll slot failed: %s", *Registry.key(item.body), exc)
+
+    async def run_once(
+        self, body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger, urgent: bool = True
+    ) -> Outcome | None:
+        kube: Kube = memo["kube"]
+        # One reconcile per object at a time: change handlers, the resync loop and the switching loop.
+        lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())
+        if urgent:
+            # A trigger already queued for this object will read everything afresh when it runs (the latest body
+            # from the registry, the live objects from the API): a second one would only repeat it.
+            if memo.get(QUEUED):
+                return None
+            memo[QUEUED] = True
+            try:
+                await lock.acquire()
+            finally:
+                memo[QUEUED] = False
+            try:
+                # Lock first, then an urgent slot: triggers queued behind one object's reconcile hold no slot.
+                async with slot(memo, urgent=True):
+                    result = await self._reconcile_latest(body, memo, kube)
+            finally:
+                lock.release()
+        else:
+            # Background work waits for its slot holding no lock (an urgent trigger of the same object must not
+            # queue behind a whole round), and skips an object that is being reconciled right now: that
+            # reconcile reads the same live state, level-based.
+            async with slot(memo, urgent=False):
+                if lock.locked():
+                    return None
+                async with lock:
+                    result = await self._reconcile_latest(body, memo, kube)
+        if result is None:
+            return None
+        plain, outcome = result
+        for owner in self.rolls.wake():  # a roll finished: the SpecServes waiting for its slot go on now
+            waiting = self.tracked.get(owner)
+            if waiting is not None and owner != Registry.key(plain):
+                task = asyncio.create_task(self._wake(waiting))
+                self._wakeups.add(task)
+                task.add_done_callback(self._wakeups.discard)
+        _record(plain, outcome)
+        if outcome.newly_invalid and outcome.invalid:
+            await _warn(kube, body, INVALID_SPEC, outcome.invalid)
+            logger.warning("spec rejected, nothing changed: %s", outcome.invalid)
+        for reason, message in outcome.warnings:  # e.g. DowntimeAhead, posted before the next pass acts
+            await _warn(kube, body, reason, message)
+            logger.warning("%s: %s", reason, message)
+        for ref in outcome.applied:
+            logger.info("applied %s", ref)
+        for ref in outcome.pruned:
+            logger.info("pruned %s", ref)
+        return outcome
+
+    def track(self, event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo) -> None:
+        """Every watch event of a SpecServe, status-only changes included; no API call, no kopf bookkeeping."""
+        if event.get("type") == "DELETED":
+            memo[GONE] = True  # reconciles already queued behind the lock must not re-create its children
+            self.tracked.forget(body)
+            self.rolls.forget(Registry.key(body))
+            forget_render(*Registry.key(body))
+            telemetry.forget(*Registry.key(body))
+        else:
+            self.tracked.update(_plain(body), memo)
+
+    async def pool_changed(self, event: kopf.RawEvent, body: kopf.Body) -> None:
+        """A pool's readiness moved, or the pool was deleted: reconcile its owner now, not at the next resync, so
+        traffic leaves a pool that lost its last Ready replica (or its Deployment) at once, a deleted pool is
+        re-created, and a rollout takes its next step as soon as a pool is Ready. The pools of a deleted
+        SpecServe go with it (garbage collection): its owner is no longer tracked, or is being deleted."""
+        meta = body.get("metadata") or {}
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "SpecServe"), None)
+        item = self.tracked.get((str(meta.get("namespace", "")), str(owner["name"]))) if owner else None
+        if item is None or owner is None:
+            return
+        # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved
+        # since the status recorded them need a reconcile (at start every SpecServe gets one anyway, on.resume).
+        recorded = (item.body.get("status") or {}).get("pools") or []
+        if event.get("type") is None and not pool_moved(recorded, body):
+            return
+        owner_meta = item.body.get("metadata") or {}
+        if owner_meta.get("uid") == owner.get("uid") and not owner_meta.get("deletionTimestamp"):
+            await self.run_once(item.body, item.memo, log)
+
+    async def start(self, memo: kopf.Memo) -> None:
+        """The switching loop and the resync loop, beside kopf."""
+        sources = Sources()
+
+        async def trigger(item: Tracked) -> None:
+            await self.run_once(item.body, item.memo, log)  # the switching loop's decision: urgent
+
+        probe = ResyncProbe(self.tracked, memo["kube"], self.config.full_resync_every)
+
+        async def resync(item: Tracked) -> None:
+            # A SpecServe left clean by its last resync, with nothing it owns changed since, is not reconciled
+            # again (at most full_resync_every - 1 rounds in a row): a round costs one LIST per kind and
+            # namespace instead of seven LISTs per SpecServe.
+            if probe.unchanged(item):
+                return
+            outcome = await self.run_once(item.body, item.memo, log, urgent=False)
+            probe.reconciled(item, outcome)
+
+        loop_config = LoopConfig(prometheus_url=self.config.prometheus_url)
+        loop = SwitchingLoop(self.tracked, memo["kube"], sources, decide, trigger, loop_config)
+        stop = asyncio.Event()
+        switching = asyncio.create_task(loop.run(stop), name="specserve switching")
+        resyncing = asyncio.create_task(
+            resync_forever(self.tracked, resync, self.config.resync_seconds, stop, before_round=probe.read),
+            name="resync",
+        )
+        memo[LOOPS] = (stop, switching, resyncing, sources)
+
+    @staticmethod
+    async def stop(memo: kopf.Memo) -> None:
+        stop, switching, resync, sources = memo.get(LOOPS, (None, None, None, None))
+        if stop is None:
+            return
+        stop.set()  # the switching loop finishes the evaluation it is in
+        resync.cancel()  # a round can hold hundreds of queued reconciles: the next start repairs what it missed
+        for task in (switching, resync):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await sources.close()
