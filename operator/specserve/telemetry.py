@@ -11,74 +11,56 @@ from specserve.api.models import LearnedMode, SpecServe, SpecServeStatus
 from specserve.policy.learning import CONFIDENT
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+SPECSERVE = ("namespace", "name")  # the labels of a series per SpecServe
 
-RECONCILES = Counter(
-    "specserve_reconciles", "Reconciles run, by result.", ["namespace", "name", "result"], registry=REGISTRY
+
+def _counter(name: str, doc: str, *labels: str) -> Counter:
+    return Counter(name, doc, labels, registry=REGISTRY)
+
+
+def _gauge(name: str, doc: str, *labels: str) -> Gauge:
+    return Gauge(name, doc, labels, registry=REGISTRY)
+
+
+RECONCILES = _counter("specserve_reconciles", "Reconciles run, by result.", *SPECSERVE, "result")
+APPLIES = _counter("specserve_applies", "Objects (re)applied because they drifted or were missing.", *SPECSERVE, "kind")
+PRUNES = _counter(
+    "specserve_prunes", "Owned objects deleted because the spec no longer renders them.", *SPECSERVE, "kind"
 )
-APPLIES = Counter(
-    "specserve_applies",
-    "Objects (re)applied because they drifted or were missing.",
-    ["namespace", "name", "kind"],
-    registry=REGISTRY,
-)
-PRUNES = Counter(
-    "specserve_prunes",
-    "Owned objects deleted because the spec no longer renders them.",
-    ["namespace", "name", "kind"],
-    registry=REGISTRY,
-)
-READY = Gauge(
-    "specserve_ready", "1 when the SpecServe's Ready condition is True.", ["namespace", "name"], registry=REGISTRY
-)
-SPECULATIVE_WEIGHT = Gauge(
-    "specserve_speculative_weight",
-    "HTTPRoute weight of the speculative pool.",
-    ["namespace", "name"],
-    registry=REGISTRY,
-)
+READY = _gauge("specserve_ready", "1 when the SpecServe's Ready condition is True.", *SPECSERVE)
+SPECULATIVE_WEIGHT = _gauge("specserve_speculative_weight", "HTTPRoute weight of the speculative pool.", *SPECSERVE)
 
 # ------------------------------------------------------------------------------------------ load-based switching
 # Decision reasons are free text with numbers; the `rule` label keeps their leading words only (bounded).
-EVALUATIONS = Counter(
-    "specserve_evaluations",
-    "Switching evaluations, by whether the load was known.",
-    ["namespace", "name", "load"],
-    registry=REGISTRY,
+EVALUATIONS = _counter(
+    "specserve_evaluations", "Switching evaluations, by whether the load was known.", *SPECSERVE, "load"
 )
-DECISIONS = Counter(
+DECISIONS = _counter(
     "specserve_decisions",
     "Switching decisions other than Hold, by action, rule (the reason's leading words) and whether applied.",
-    ["namespace", "name", "action", "rule", "applied"],
-    registry=REGISTRY,
-)
-SWITCHES = Counter(
-    "specserve_switches", "Changes the switching loop made (applied decisions).", ["namespace", "name", "action"],
-    registry=REGISTRY,
+    *SPECSERVE, "action", "rule", "applied",
 )  # fmt: skip
-METRIC_ERRORS = Counter(
+SWITCHES = _counter("specserve_switches", "Changes the switching loop made (applied decisions).", *SPECSERVE, "action")
+METRIC_ERRORS = _counter(
     "specserve_metric_errors",
     "Evaluations whose load was unknown, by reason (QueryFailed, QueryRefused, NoData, Stale, ...).",
-    ["namespace", "name", "reason"],
-    registry=REGISTRY,
-)
-METRIC_QUERIES = Counter(
-    "specserve_metric_queries", "Prometheus queries and pod scrapes sent by the switching loop.", ["source"],
-    registry=REGISTRY,
+    *SPECSERVE, "reason",
 )  # fmt: skip
+METRIC_QUERIES = _counter(
+    "specserve_metric_queries", "Prometheus queries and pod scrapes sent by the switching loop.", "source"
+)
 EVALUATION_SECONDS = Histogram(
     "specserve_evaluation_round_seconds",
     "Wall time of one switching round (all SpecServes due), reading included.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
-DEMAND = Gauge(
-    "specserve_demand", "Requests in flight across the SpecServe's pods, smoothed (NaN: unknown).",
-    ["namespace", "name"], registry=REGISTRY,
-)  # fmt: skip
-TARGET_WEIGHT = Gauge(
-    "specserve_target_weight", "HTTPRoute weight the switching loop decided, per pool.", ["namespace", "name", "pool"],
-    registry=REGISTRY,
-)  # fmt: skip
+DEMAND = _gauge(
+    "specserve_demand", "Requests in flight across the SpecServe's pods, smoothed (NaN: unknown).", *SPECSERVE
+)
+TARGET_WEIGHT = _gauge(
+    "specserve_target_weight", "HTTPRoute weight the switching loop decided, per pool.", *SPECSERVE, "pool"
+)
 
 
 def rule_of(reason: str) -> str:
@@ -93,69 +75,56 @@ def rule_of(reason: str) -> str:
 
 # ------------------------------------------------------------------------------ day-2 operations (alerts, dashboard)
 # What the alerts in charts/specserve/rules and the dashboard read; set from the status wherever it is computed.
-LEADER = Gauge(
-    "specserve_leader", "1 while this operator process acts (holds the Lease, or runs without leader election).",
-    registry=REGISTRY,
-)  # fmt: skip
+LEADER = _gauge(
+    "specserve_leader", "1 while this operator process acts (holds the Lease, or runs without leader election)."
+)
 RECONCILE_SECONDS = Histogram(
     "specserve_reconcile_seconds",
     "Wall time of one reconcile of one SpecServe (reads, applies and the status write).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
     registry=REGISTRY,
 )
-CONDITION = Gauge(
+CONDITION = _gauge(
     "specserve_condition",
     "1 for each condition's current status and reason (one series per condition type).",
-    ["namespace", "name", "type", "status", "reason"],
-    registry=REGISTRY,
-)
-POOL_READY = Gauge(
-    "specserve_pool_ready_replicas", "Ready pods per pool, as the Deployment reports them.",
-    ["namespace", "name", "pool"], registry=REGISTRY,
+    *SPECSERVE, "type", "status", "reason",
 )  # fmt: skip
-POOL_DESIRED = Gauge(
-    "specserve_pool_desired_replicas", "Desired pods per pool.", ["namespace", "name", "pool"], registry=REGISTRY
+POOL_READY = _gauge(
+    "specserve_pool_ready_replicas", "Ready pods per pool, as the Deployment reports them.", *SPECSERVE, "pool"
 )
-POOL_DEADLINE_EXCEEDED = Gauge(
+POOL_DESIRED = _gauge("specserve_pool_desired_replicas", "Desired pods per pool.", *SPECSERVE, "pool")
+POOL_DEADLINE_EXCEEDED = _gauge(
     "specserve_pool_roll_deadline_exceeded",
     "1 while a pool's roll has run past its progress deadline.",
-    ["namespace", "name", "pool"],
-    registry=REGISTRY,
+    *SPECSERVE,
+    "pool",
 )
-ROUTE_WEIGHT = Gauge(
-    "specserve_route_weight", "HTTPRoute weight on each pool (speculative, baseline), as on the route.",
-    ["namespace", "name", "pool"], registry=REGISTRY,
-)  # fmt: skip
-ACTIVE_MODE = Gauge(
-    "specserve_active_mode", "1 for the mode actually serving (Speculative or Baseline).",
-    ["namespace", "name", "mode"], registry=REGISTRY,
-)  # fmt: skip
-RESTARTS_USED = Gauge(
-    "specserve_restarts_used", "Restart strategy: restarts made in the last 24 h.", ["namespace", "name"],
-    registry=REGISTRY,
-)  # fmt: skip
-RESTART_BUDGET = Gauge(
-    "specserve_restart_budget", "spec.switching.maxRestartsPerDay.", ["namespace", "name"], registry=REGISTRY
+ROUTE_WEIGHT = _gauge(
+    "specserve_route_weight",
+    "HTTPRoute weight on each pool (speculative, baseline), as on the route.",
+    *SPECSERVE,
+    "pool",
 )
-CROSSOVER = Gauge(
-    "specserve_crossover_concurrency", "The crossover per replica the policy uses (spec, else from the curves).",
-    ["namespace", "name"], registry=REGISTRY,
-)  # fmt: skip
-CALIBRATED_ACCEPT_LENGTH = Gauge(
-    "specserve_calibrated_accept_length", "spec.switching.calibratedAcceptLength (absent when unset).",
-    ["namespace", "name"], registry=REGISTRY,
-)  # fmt: skip
-LEARNED_DIVERGENCE = Gauge(
+ACTIVE_MODE = _gauge(
+    "specserve_active_mode", "1 for the mode actually serving (Speculative or Baseline).", *SPECSERVE, "mode"
+)
+RESTARTS_USED = _gauge("specserve_restarts_used", "Restart strategy: restarts made in the last 24 h.", *SPECSERVE)
+RESTART_BUDGET = _gauge("specserve_restart_budget", "spec.switching.maxRestartsPerDay.", *SPECSERVE)
+CROSSOVER = _gauge(
+    "specserve_crossover_concurrency",
+    "The crossover per replica the policy uses (spec, else from the curves).",
+    *SPECSERVE,
+)
+CALIBRATED_ACCEPT_LENGTH = _gauge(
+    "specserve_calibrated_accept_length", "spec.switching.calibratedAcceptLength (absent when unset).", *SPECSERVE
+)
+LEARNED_DIVERGENCE = _gauge(
     "specserve_learned_curve_divergence",
     "Per mode: the largest |learned / calibrated - 1| over the concurrencies where the learned curve is confident"
     " (absent where none is).",
-    ["namespace", "name", "mode"],
-    registry=REGISTRY,
-)
-PAUSED = Gauge(
-    "specserve_paused", "1 while switching is paused (annotation specserve.io/paused).", ["namespace", "name"],
-    registry=REGISTRY,
+    *SPECSERVE, "mode",
 )  # fmt: skip
+PAUSED = _gauge("specserve_paused", "1 while switching is paused (annotation specserve.io/paused).", *SPECSERVE)
 
 # Gauges whose label sets change with the status: a stale series (an old reason) must disappear, not linger at 1.
 _CONDITIONS_SEEN: dict[tuple[str, str], set[tuple[str, str, str]]] = {}

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ from specserve.metrics.signal import PoolTarget, ReadTarget, index, read
 MODEL, DRAFT_EAGLE3 = "/tmp/model", "/tmp/model-eagle3"
 NAMESPACE = "llm"
 T0 = time.monotonic()
+# The server's log line once it has taken its GPU memory: the next pod on the same GPU may start.
+MEMORY_TAKEN = r"KV Cache is allocated|Capture cuda graph begin"
 
 
 def now() -> float:
@@ -69,6 +72,14 @@ def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+ONE_POOL = {"pools": {"baseline": {"replicas": 0}}}
+ADAPTIVE = {"spec": {"strategy": "Adaptive", **ONE_POOL}}
+# SGLang's built-in adaptive config, as rendered for a release without the 0.5.17 limit.
+ADAPTIVE_BUILTIN = deep_merge(ADAPTIVE, {"spec": {"engine": {"sglangVersion": "0.5.23"}}})
+# The target as its own draft: identical dummy weights, so it accepts ~all.
+STANDALONE = {"spec": {"speculative": {"algorithm": "STANDALONE", "draftModelPath": MODEL}, **ONE_POOL}}
 
 
 @dataclass
@@ -161,6 +172,10 @@ class Running:
     subst: list[str]
     started: float
     result: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, name: str, probes: dict[str, Any]) -> None:
+        """The pod's entry in the results: its name, command line, substitutions and the kubelet's probes."""
+        self.result = {"pod": name, "argv": self.argv, "substituted": self.subst, **probes}
 
 
 def launch(
@@ -295,6 +310,34 @@ def stop(run: Running, grace: float = 10) -> None:
         run.proc.wait()
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One pod of a phase's plan: its port, cumulative memory fraction and tag in the results."""
+
+    pod: Pod
+    port: int
+    mem_fraction: float
+    tag: str
+    draft: str | None = DRAFT_EAGLE3
+    vary: dict[str, str | None] | None = None
+
+
+async def start_in_turn(session: aiohttp.ClientSession, out: Path, plan: list[Launch]) -> list[Running]:
+    """The plan's pods on one GPU (cumulative memory fractions), each launched once the one before has taken its
+    memory (or died: its crash frees it), through the kubelet's probes; each one's result recorded under its tag."""
+    running: list[Running] = []
+    starts = []
+    for step in plan:
+        if running:
+            await asyncio.to_thread(wait_log, running[-1], MEMORY_TAKEN, 150)
+        r = launch(step.pod, step.port, step.mem_fraction, step.draft, out, step.tag, step.vary)
+        running.append(r)
+        starts.append(asyncio.create_task(kubelet_start(r, session, 400, out, step.tag)))
+    for r, task, step in zip(running, starts, plan, strict=True):
+        r.record(step.tag, await task)
+    return running
+
+
 # ------------------------------------------------------------------------------------------------ metrics
 
 
@@ -366,6 +409,17 @@ class Sampler:
         return out
 
 
+@contextlib.asynccontextmanager
+async def sampled(res: dict[str, Any]) -> AsyncIterator[tuple[aiohttp.ClientSession, Sampler]]:
+    """A client session with the sampler reading on it; what it read goes to res["metrics"] when the block ends."""
+    sampler = Sampler("llama31-8b-h200")
+    async with aiohttp.ClientSession() as session:
+        sampler.start(session)
+        yield session, sampler
+        await sampler.close()
+    res["metrics"] = {"summary": sampler.summary(), "timeline": sampler.rows}
+
+
 # ------------------------------------------------------------------------------------------------ bench
 
 
@@ -423,6 +477,14 @@ async def bench(run: Running, label: str, name: str, out: Path, levels: str, max
 
 
 # ------------------------------------------------------------------------------------------------ drain
+
+
+async def bench_recorded(
+    sampler: Sampler, run: Running, label: str, name: str, a: argparse.Namespace, out: Path, res: dict[str, Any]
+) -> None:
+    """`bench` of `run` in the sampler's phase `bench NAME`, its result in res["bench"][name]."""
+    sampler.phase = f"bench {name}"
+    res.setdefault("bench", {})[name] = await bench(run, label, name, out, a.levels, a.max_tokens)
 
 
 async def drain_check(
@@ -492,178 +554,106 @@ async def phase_core(a: argparse.Namespace, out: Path, res: dict[str, Any]) -> l
     pods, err = render(a.example, {}, out, "trafficsplit")
     res["render"] = err or [p.name for p in pods]
     by_role = {p.role: p for p in pods}
-    sampler = Sampler("llama31-8b-h200")
-    res["promql"] = {q.signal.value: q.promql for q in grouped_queries(sampler.windows)}
     running: list[Running] = []
-    async with aiohttp.ClientSession() as session:
-        sampler.start(session)
+    async with sampled(res) as (session, sampler):
+        res["promql"] = {q.signal.value: q.promql for q in grouped_queries(sampler.windows)}
         base = launch(by_role["baseline"], 30001, 0.3, None, out, "baseline")
         running.append(base)
-        await asyncio.to_thread(wait_log, base, r"KV Cache is allocated|Capture cuda graph begin", 150)
+        await asyncio.to_thread(wait_log, base, MEMORY_TAKEN, 150)
         spec = launch(by_role["speculative"], 30000, 0.7, DRAFT_EAGLE3, out, "eagle3")
         running.append(spec)
         ready = await asyncio.gather(*(kubelet_start(r, session, 400, out, r.pod.role) for r in running))
         for r, st in zip(running, ready, strict=True):
-            r.result = {"pod": r.pod.name, "argv": r.argv, "substituted": r.subst, **st}
+            r.record(r.pod.name, st)
             if st.get("ready"):
                 sampler.pools[r.pod.role] = r
         res["pods"] = [r.result for r in running]
         for r, label, name in ((base, "baseline", "h200-baseline"), (spec, "speculative", "h200-eagle3")):
             if r.result.get("ready") and time.monotonic() - T0 < a.deadline - 150:
-                sampler.phase = f"bench {name}"
-                res.setdefault("bench", {})[name] = await bench(r, label, name, out, a.levels, a.max_tokens)
+                await bench_recorded(sampler, r, label, name, a, out, res)
         sampler.phase = "idle"
         if spec.result.get("ready") and time.monotonic() - T0 < a.deadline - 60:
             sampler.phase = "drain"
             res["drain"] = await drain_check(spec, session, concurrency=16, lag=2.0)
             log(f"drain: {res['drain']}")
         await asyncio.sleep(2 * sampler.scrape)
-        await sampler.close()
-    res["metrics"] = {"summary": sampler.summary(), "timeline": sampler.rows}
     return running
 
 
 async def phase_adaptive(a: argparse.Namespace, out: Path, res: dict[str, Any]) -> list[Running]:
-    adaptive = {"spec": {"strategy": "Adaptive", "pools": {"baseline": {"replicas": 0}}}}
     # (1) what the 0.5.17 rule now refuses: numSteps 3 with SGLang's built-in config (candidates up to 7).
-    refused = deep_merge(adaptive, {"spec": {"engine": {"sglangVersion": "0.5.17"}}})
+    refused = deep_merge(ADAPTIVE, {"spec": {"engine": {"sglangVersion": "0.5.17"}}})
     _, err = render(a.example, refused, out, "adaptive-refused")
     res["refused_render"] = err
     # The same command line as rendered for a release without the limit (0.5.23 renders the same flags here).
-    old, _ = render(
-        a.example, deep_merge(adaptive, {"spec": {"engine": {"sglangVersion": "0.5.23"}}}), out, "adaptive-builtin"
-    )
+    old, _ = render(a.example, ADAPTIVE_BUILTIN, out, "adaptive-builtin")
     # (2) accepted on 0.5.17: the operator's own config from crossoverConcurrency (candidates numSteps and 0).
     ok, err2 = render(
         a.example,
-        deep_merge(adaptive, {"spec": {"switching": {"crossoverConcurrency": 16}}}),
+        deep_merge(ADAPTIVE, {"spec": {"switching": {"crossoverConcurrency": 16}}}),
         out,
         "adaptive-crossover",
     )
     res["accepted_render"] = err2 or [p.name for p in ok]
     # (3) STANDALONE with the target as its own draft: identical dummy weights, so it accepts ~all.
-    sa, err3 = render(
-        a.example,
-        {
-            "spec": {
-                "speculative": {"algorithm": "STANDALONE", "draftModelPath": MODEL},
-                "pools": {"baseline": {"replicas": 0}},
-            }
-        },
-        out,
-        "standalone",
-    )
+    sa, err3 = render(a.example, STANDALONE, out, "standalone")
     res["standalone_render"] = err3 or [p.name for p in sa]
     # (4) the built-in config at its largest candidate (numSteps 7): what the rule accepts without a crossover.
     at_max, err4 = render(
-        a.example, deep_merge(adaptive, {"spec": {"speculative": {"numSteps": 7}}}), out, "adaptive-max"
+        a.example, deep_merge(ADAPTIVE, {"spec": {"speculative": {"numSteps": 7}}}), out, "adaptive-max"
     )
     res["max_render"] = err4 or [p.name for p in at_max]
-    sampler = Sampler("llama31-8b-h200")
     running: list[Running] = []
-    async with aiohttp.ClientSession() as session:
-        sampler.start(session)
-        # cumulative memory fractions: each pod is started once the previous one has taken its memory
+    async with sampled(res) as (session, sampler):
         plan = [
-            (old[0], 30010, 0.15, "adaptive-builtin"),
-            (at_max[0], 30011, 0.3, "adaptive-max"),
-            (ok[0], 30012, 0.45, "adaptive"),
+            Launch(old[0], 30010, 0.15, "adaptive-builtin"),
+            Launch(at_max[0], 30011, 0.3, "adaptive-max"),
+            Launch(ok[0], 30012, 0.45, "adaptive"),
         ]
-        starts = []
-        for pod, port, frac, tag in plan:
-            r = launch(pod, port, frac, DRAFT_EAGLE3, out, tag)
-            running.append(r)
-            starts.append(asyncio.create_task(kubelet_start(r, session, 400, out, tag)))
-            await asyncio.to_thread(wait_log, r, r"KV Cache is allocated|Capture cuda graph begin", 150)
-        for r, task, (_, _, _, tag) in zip(running, starts, plan, strict=True):
-            r.result = {"pod": tag, "argv": r.argv, "substituted": r.subst, **(await task)}
+        running += await start_in_turn(session, out, plan)
         for r in running[:2]:
             if r.proc.poll() is None:
                 stop(r)
         ad = running[2]
         if ad.result.get("ready"):
             sampler.pools = {"engine": ad}
-            sampler.phase = "bench h200-adaptive"
-            res.setdefault("bench", {})["h200-adaptive"] = await bench(
-                ad, "adaptive", "h200-adaptive", out, a.levels, a.max_tokens
-            )
+            await bench_recorded(sampler, ad, "adaptive", "h200-adaptive", a, out, res)
             sampler.pools = {}
             stop(ad)
         sa_pod = next(p for p in sa if p.role == "speculative")
         st = launch(sa_pod, 30013, 0.85, MODEL, out, "standalone")
         running.append(st)
-        st.result = {
-            "pod": "standalone",
-            "argv": st.argv,
-            "substituted": st.subst,
-            **(await kubelet_start(st, session, 300, out, "standalone")),
-        }
+        st.record("standalone", await kubelet_start(st, session, 300, out, "standalone"))
         res["pods"] = [r.result for r in running]
         if st.result.get("ready") and time.monotonic() - T0 < a.deadline - 80:
             sampler.pools = {"speculative": st}
-            sampler.phase = "bench h200-standalone"
-            res.setdefault("bench", {})["h200-standalone"] = await bench(
-                st, "speculative", "h200-standalone", out, a.levels, a.max_tokens
-            )
-        await sampler.close()
-    res["metrics"] = {"summary": sampler.summary(), "timeline": sampler.rows}
+            await bench_recorded(sampler, st, "speculative", "h200-standalone", a, out, res)
     return running
 
 
 async def phase_isolate(a: argparse.Namespace, out: Path, res: dict[str, Any]) -> list[Running]:
     """The refused Adaptive command line with one thing changed at a time, then STANDALONE benched."""
-    adaptive = {
-        "spec": {"strategy": "Adaptive", "pools": {"baseline": {"replicas": 0}}, "engine": {"sglangVersion": "0.5.23"}}
-    }
-    old, _ = render(a.example, adaptive, out, "adaptive-builtin")
-    sa, _ = render(
-        a.example,
-        {
-            "spec": {
-                "speculative": {"algorithm": "STANDALONE", "draftModelPath": MODEL},
-                "pools": {"baseline": {"replicas": 0}},
-            }
-        },
-        out,
-        "standalone",
-    )
-    sampler = Sampler("llama31-8b-h200")
+    old, _ = render(a.example, ADAPTIVE_BUILTIN, out, "adaptive-builtin")
+    sa, _ = render(a.example, STANDALONE, out, "standalone")
     running: list[Running] = []
-    async with aiohttp.ClientSession() as session:
-        sampler.start(session)
-        plan: list[tuple[Pod, int, float, str, str, dict[str, str | None]]] = [
-            (old[0], 30020, 0.15, "adaptive-nocudagraph", DRAFT_EAGLE3, {"--disable-cuda-graph": None}),
-            (old[0], 30021, 0.3, "adaptive-flashinfer", DRAFT_EAGLE3, {"--attention-backend": "flashinfer"}),
-            (next(p for p in sa if p.role == "speculative"), 30022, 0.85, "standalone", MODEL, {}),
+    async with sampled(res) as (session, sampler):
+        plan = [
+            Launch(old[0], 30020, 0.15, "adaptive-nocudagraph", vary={"--disable-cuda-graph": None}),
+            Launch(old[0], 30021, 0.3, "adaptive-flashinfer", vary={"--attention-backend": "flashinfer"}),
+            Launch(next(p for p in sa if p.role == "speculative"), 30022, 0.85, "standalone", MODEL, {}),
         ]
-        starts = []
-        for pod, port, frac, tag, draft, vary in plan:
-            r = launch(pod, port, frac, draft, out, tag, vary)
-            running.append(r)
-            starts.append(asyncio.create_task(kubelet_start(r, session, 400, out, tag)))
-            if tag != "standalone":
-                await asyncio.to_thread(wait_log, r, r"KV Cache is allocated|Capture cuda graph begin", 150)
-        for r, task, plan_row in zip(running, starts, plan, strict=True):
-            r.result = {"pod": plan_row[3], "argv": r.argv, "substituted": r.subst, **(await task)}
+        running += await start_in_turn(session, out, plan)
         res["pods"] = [r.result for r in running]
         st = running[2]
         if st.result.get("ready"):
             sampler.pools = {"speculative": st}
-            sampler.phase = "bench h200-standalone"
-            res.setdefault("bench", {})["h200-standalone"] = await bench(
-                st, "speculative", "h200-standalone", out, a.levels, a.max_tokens
-            )
-        await sampler.close()
-    res["metrics"] = {"summary": sampler.summary(), "timeline": sampler.rows}
+            await bench_recorded(sampler, st, "speculative", "h200-standalone", a, out, res)
     return running
 
 
 async def phase_extra(a: argparse.Namespace, out: Path, res: dict[str, Any]) -> list[Running]:
     """The flashinfer isolation case alone, then a drain whose requests outlast the preStop's first wait."""
-    adaptive = {
-        "spec": {"strategy": "Adaptive", "pools": {"baseline": {"replicas": 0}}, "engine": {"sglangVersion": "0.5.23"}}
-    }
-    old, _ = render(a.example, adaptive, out, "adaptive-builtin")
+    old, _ = render(a.example, ADAPTIVE_BUILTIN, out, "adaptive-builtin")
     pods, _ = render(a.example, {}, out, "trafficsplit")
     base_pod = next(p for p in pods if p.role == "baseline")
     running: list[Running] = []
@@ -676,8 +666,8 @@ async def phase_extra(a: argparse.Namespace, out: Path, res: dict[str, Any]) -> 
         base = launch(base_pod, 30000, 0.75, None, out, "baseline")  # port 30000: the preStop's own URL
         running.append(base)
         base_task = asyncio.create_task(kubelet_start(base, session, 300, out, "baseline"))
-        fi.result = {"pod": "adaptive-flashinfer", "argv": fi.argv, "substituted": fi.subst, **(await fi_task)}
-        base.result = {"pod": "baseline", "argv": base.argv, "substituted": base.subst, **(await base_task)}
+        fi.record("adaptive-flashinfer", await fi_task)
+        base.record("baseline", await base_task)
         res["pods"] = [r.result for r in running]
         if base.result.get("ready"):
             res["drain"] = await drain_check(base, session, concurrency=16, lag=2.0, max_tokens=1024)

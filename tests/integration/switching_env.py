@@ -57,9 +57,9 @@ def scrape_config(targets: list[Target], interval: float) -> str:
 class Prometheus:
     """A Prometheus process that can be stopped and started again on the same port and data."""
 
-    def __init__(self, workdir: Path, targets: list[Target], interval: float = 1.0) -> None:
+    def __init__(self, workdir: Path, targets: list[Target], interval: float = 1.0, more_jobs: str = "") -> None:
         self.config = workdir / "prometheus.yml"
-        self.config.write_text(scrape_config(targets, interval), encoding="utf-8")
+        self.config.write_text(scrape_config(targets, interval) + more_jobs, encoding="utf-8")
         self.data = workdir / "prometheus-data"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -89,6 +89,23 @@ class Prometheus:
             self.process.terminate()
             self.process.wait(timeout=30)
             self.process = None
+
+
+def pool_targets(urls: list[str], namespace: str, instance: str) -> list[Target]:
+    """The first engine as the SpecServe's speculative pool, the second as its baseline pool."""
+    return [Target(urls[0], namespace, instance, "speculative"), Target(urls[1], namespace, instance, "baseline")]
+
+
+@contextlib.contextmanager
+def running_prometheus(workdir: Path, targets: list[Target], more_jobs: str = "") -> Iterator[Prometheus]:
+    """A started Prometheus scraping `targets` every second (and any `more_jobs`, scrape_configs entries), stopped
+    when the block ends."""
+    server = Prometheus(workdir, targets, interval=1.0, more_jobs=more_jobs)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager

@@ -6,8 +6,7 @@ returns nothing and fails here, instead of drawing an empty panel."""
 from __future__ import annotations
 
 import asyncio
-import copy
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,11 @@ from specserve.config import OperatorConfig
 from specserve.emulator.testing import free_port
 from specserve.kubefake import HTTPROUTES, SPECSERVES, FakeApiServer
 from specserve.observability.dashboard import VARIABLE_QUERIES, Substitution, all_queries, substitute
-from tests.integration.kube_emulator import eventually, operator_cluster, running_operator
-from tests.integration.switching_env import Load, Prometheus, Target, emulators, scrape_config
+from tests.integration.kube_emulator import eventually, running_operator
+from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
+from tests.integration.switching_world import NAME, NS, spec_weight, switching_doc
 
-NS = "llm"
-NAME = "kimi-k25"
 UNSCRAPED = "no-metrics"  # a second SpecServe whose pods Prometheus does not scrape: its load is unknown
-
-
-@pytest.fixture()
-def engines() -> Iterator[list[str]]:
-    with emulators(2) as urls:
-        yield urls
 
 
 @pytest.fixture()
@@ -46,40 +38,18 @@ def operator_metrics() -> Iterator[int]:
 
 @pytest.fixture()
 def prometheus(tmp_path: Path, engines: list[str], operator_metrics: int) -> Iterator[Prometheus]:
-    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
-    server = Prometheus(tmp_path, targets, interval=1.0)
     # The operator as the chart's ServiceMonitor scrapes it: job = the metrics Service, its own labels kept.
     operator_job = (
         "- job_name: specserve-metrics\n  honor_labels: true\n  static_configs:\n"
         f"  - targets: ['127.0.0.1:{operator_metrics}']\n"
     )
-    server.config.write_text(scrape_config(targets, 1.0) + operator_job, encoding="utf-8")
-    server.start()
-    try:
+    with running_prometheus(tmp_path, pool_targets(engines, NS, NAME), more_jobs=operator_job) as server:
         yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture()
-async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=True) as api:
-        yield api
 
 
 def specserve(kimi_doc: dict[str, Any], name: str) -> dict[str, Any]:
-    body: dict[str, Any] = copy.deepcopy(kimi_doc)
-    body["metadata"] = {"name": name, "namespace": NS}
-    body["spec"]["monitoring"] = {"podMonitor": True, "intervalSeconds": 1}
-    body["spec"]["switching"] = {
-        "initialMode": "Baseline",
-        "crossoverConcurrency": 6,
-        "hysteresis": 0.2,
-        "evaluationIntervalSeconds": 1,
-        "downStabilizationSeconds": 2,
-        "minDwellSeconds": 0,
-        "calibratedAcceptLength": 3.0,
-    }
+    body = switching_doc(kimi_doc, name)
+    body["spec"]["switching"]["calibratedAcceptLength"] = 3.0  # for the accept-length panel
     return body
 
 
@@ -101,14 +71,6 @@ async def finishing_requests(urls: list[str], stop: asyncio.Event) -> None:
                 async with session.post(f"{url}/v1/completions", json=body) as response:
                     assert response.status == 200, await response.text()
             await asyncio.sleep(0.2)
-
-
-def spec_weight(api: FakeApiServer) -> int | None:
-    route = api.get(HTTPROUTES, NS, NAME)
-    if route is None:
-        return None
-    weight: int = next(b["weight"] for b in route["spec"]["rules"][0]["backendRefs"] if b["name"] == f"{NAME}-spec")
-    return weight
 
 
 def metrics_unavailable(api: FakeApiServer, name: str) -> bool:

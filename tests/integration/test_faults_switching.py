@@ -6,36 +6,31 @@ returning series for only some pods, a pod still loading its model."""
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from specserve.emulator.testing import free_port
-from specserve.kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
-from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes
-from tests.integration.test_switching import (  # noqa: F401 (fixtures)
+from specserve.kubefake import DEPLOYMENTS, SPECSERVES, FakeApiServer
+from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
+from tests.integration.switching_world import (
+    DIRECT_HOSTS,
     NAME,
     NS,
-    adaptive_config,
+    all_on_speculative,
     condition,
-    engine_prometheus,
-    engines,
+    direct_world,
     events,
     eventually,
-    fake,
-    load,
-    manual_fake,
+    kubelet_pod,
     operator,
-    prometheus,
-    restart_doc,
+    route_accepted,
     spec_weight,
-    speculative_template,
     status,
     switching_doc,
 )
+from tests.integration.test_switching import adaptive_config, adaptive_doc, restart_doc, speculative_template
 
 STALLED = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
            "message": 'ReplicaSet "kimi-k25-engine-2" has timed out progressing.'}  # fmt: skip
@@ -52,10 +47,7 @@ def stall(api: FakeApiServer, name: str, ready: int, updated: int, replicas: int
 
 
 async def test_a_restart_whose_pods_never_get_ready_is_rolled_back_and_the_mode_barred(
-    manual_fake: FakeApiServer,  # noqa: F811
-    engine_prometheus: Prometheus,  # noqa: F811
-    load: Load,  # noqa: F811
-    kimi_doc: dict[str, Any],
+    manual_fake: FakeApiServer, engine_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
 ) -> None:
     api, engine = manual_fake, f"{NAME}-engine"
     await load.set(4)
@@ -92,16 +84,11 @@ async def test_a_restart_whose_pods_never_get_ready_is_rolled_back_and_the_mode_
 
 
 async def test_an_adaptive_rerender_that_does_not_roll_out_is_reverted_and_rerendering_barred(
-    manual_fake: FakeApiServer,  # noqa: F811
-    engine_prometheus: Prometheus,  # noqa: F811
-    load: Load,  # noqa: F811
-    kimi_doc: dict[str, Any],
+    manual_fake: FakeApiServer, engine_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
 ) -> None:
     api, engine = manual_fake, f"{NAME}-engine"
     await load.set(2)
-    doc = switching_doc(kimi_doc)
-    doc["spec"]["strategy"] = "Adaptive"
-    doc["spec"]["switching"].update({"crossoverConcurrency": 16, "hysteresis": 0.2})
+    doc = adaptive_doc(kimi_doc)
     async with operator(engine_prometheus.url) as running:
         api.create(doc)
         await eventually(lambda: '"16"' in adaptive_config(api), what="the config rendered from crossover 16")
@@ -130,17 +117,12 @@ async def test_an_adaptive_rerender_that_does_not_roll_out_is_reverted_and_reren
 
 
 async def test_weights_between_ready_pools_follow_demand_while_a_pool_is_stuck_mid_roll(
-    fake: FakeApiServer,  # noqa: F811
-    prometheus: Prometheus,  # noqa: F811
-    load: Load,  # noqa: F811
-    kimi_doc: dict[str, Any],
+    fake: FakeApiServer, prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
 ) -> None:
     await load.set(1)
     async with operator(prometheus.url) as running:
         fake.create(switching_doc(kimi_doc))
-        await eventually(lambda: spec_weight(fake) is not None, what="the HTTPRoute")
-        fake.set_route_accepted(NS, NAME)
-        await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
+        await all_on_speculative(fake)
         # The speculative pool's roll is stuck (its surge pod found no free GPU), its old pod still serves.
         stall(fake, f"{NAME}-spec", ready=1, updated=0, replicas=2)
         await asyncio.sleep(2)
@@ -156,30 +138,21 @@ async def test_weights_between_ready_pools_follow_demand_while_a_pool_is_stuck_m
 
 
 @pytest.fixture()
-def partial_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:  # noqa: F811
+def partial_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
     """Scrapes one pod of each pool while the baseline pool runs two Ready pods."""
-    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
-    server = Prometheus(tmp_path, targets, interval=1.0)
-    server.start()
-    try:
+    with running_prometheus(tmp_path, pool_targets(engines, NS, NAME)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 async def test_series_for_only_some_ready_pods_make_the_load_unknown_and_nothing_switches(
-    fake: FakeApiServer,  # noqa: F811
-    partial_prometheus: Prometheus,
-    load: Load,  # noqa: F811
-    kimi_doc: dict[str, Any],
+    fake: FakeApiServer, partial_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
 ) -> None:
     await load.set(1)  # low: read as known, it would move all weight to the speculative pool
     doc = switching_doc(kimi_doc)
     doc["spec"]["pools"]["baseline"]["replicas"] = 2
     async with operator(partial_prometheus.url) as running:
         fake.create(doc)
-        await eventually(lambda: spec_weight(fake) is not None, what="the HTTPRoute")
-        fake.set_route_accepted(NS, NAME)
+        await route_accepted(fake)
         # (A freshly started Prometheus has no series at all for its first scrapes: NoData first.)
         unavailable = await eventually(
             lambda: (c := condition(fake, "MetricsAvailable")).get("reason") == "PartialSeries" and c,
@@ -195,38 +168,13 @@ async def test_series_for_only_some_ready_pods_make_the_load_unknown_and_nothing
 
 
 async def test_direct_reads_the_demand_of_the_ready_pods_while_another_pod_loads(
-    fake: FakeApiServer,  # noqa: F811
-    kimi_doc: dict[str, Any],
+    fake: FakeApiServer, kimi_doc: dict[str, Any]
 ) -> None:
-    port = free_port()
-    hosts = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
-    with emulator_processes(list(hosts.values()), port) as urls:
-        load = Load(urls[0])
-        try:
-            await load.set(1)
-            async with operator(None) as running:
-                body = switching_doc(kimi_doc)
-                body["spec"]["switching"]["metrics"] = {"source": "Direct"}
-                body["spec"]["engine"]["port"] = port
-                fake.create(body)
-                pods = [("speculative", "0", hosts["speculative"], True), ("baseline", "0", hosts["baseline"], True),
-                        ("baseline", "1", "127.0.0.4", False)]  # fmt: skip
-                for pool, index, ip, ready in pods:  # the kubelet's word; 127.0.0.4 answers nothing: it loads
-                    pod_name = f"{NAME}-{pool}-{index}"
-                    labels = {"app.kubernetes.io/managed-by": "specserve", "specserve.io/instance": NAME,
-                              "specserve.io/pool": pool}  # fmt: skip
-                    fake.create({
-                        "apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": pod_name, "namespace": NS, "labels": copy.deepcopy(labels)},
-                        "spec": {"containers": [{"name": "sglang", "image": "sglang"}]},
-                    })  # fmt: skip
-                    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
-                    fake.patch_status(PODS, NS, pod_name, {"phase": "Running", "podIP": ip, "conditions": conditions})
-                await eventually(lambda: spec_weight(fake) is not None, what="the HTTPRoute")
-                fake.set_route_accepted(NS, NAME)
-                await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
-                cond = condition(fake, "MetricsAvailable")
-                assert cond["status"] == "True" and "Direct" in cond["message"]
-                assert not running.done(), "the operator stopped"
-        finally:
-            await load.close()
+    async with direct_world(fake, kimi_doc) as world:
+        kubelet_pod(fake, "speculative", 0, DIRECT_HOSTS["speculative"])
+        kubelet_pod(fake, "baseline", 0, DIRECT_HOSTS["baseline"])
+        kubelet_pod(fake, "baseline", 1, "127.0.0.4", ready=False)  # answers nothing: it loads its model
+        await all_on_speculative(fake)
+        cond = condition(fake, "MetricsAvailable")
+        assert cond["status"] == "True" and "Direct" in cond["message"]
+        assert not world.operator.done(), "the operator stopped"

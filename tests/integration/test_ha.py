@@ -126,6 +126,19 @@ def converged(api: ThreadedFake, name: str) -> bool:
     return bool(obj and (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"])
 
 
+async def create_converged(api: ThreadedFake, doc: dict[str, Any], *names: str) -> None:
+    """SpecServes `names` created from `doc`, once the running operator has reconciled each one."""
+    for name in names:
+        api.create(seeded(doc, name))
+    await eventually(lambda: all(converged(api, n) for n in names), what=f"{' and '.join(names)} reconciled")
+
+
+def delete_unheld(api: ThreadedFake, name: str) -> None:
+    """Deletes SpecServe `name`: no finalizer holds it, so it is gone at once."""
+    api.delete(SPECSERVES, NS, name)
+    assert api.get(SPECSERVES, NS, name) is None
+
+
 def about(request: RecordedRequest, name: str) -> bool:
     """A request for the SpecServe `name` or its children (by name or by its instance label)."""
     selector = request.query.get("labelSelector", "")
@@ -157,11 +170,8 @@ async def test_deletion_while_running_stops_the_resync_of_that_object(
     fake: ThreadedFake, kimi_doc: dict[str, Any]
 ) -> None:
     async with running_operator(config()):
-        fake.create(seeded(kimi_doc, "gone"))
-        fake.create(seeded(kimi_doc, "kept"))
-        await eventually(lambda: converged(fake, "gone") and converged(fake, "kept"), what="both reconciled")
-        fake.delete(SPECSERVES, NS, "gone")
-        assert fake.get(SPECSERVES, NS, "gone") is None  # nothing held it
+        await create_converged(fake, kimi_doc, "gone", "kept")
+        delete_unheld(fake, "gone")
         await asyncio.sleep(RESYNC * 3)  # in-flight reconciles end; the DELETED event reaches the operator
         start = len(fake.requests)
         await asyncio.sleep(RESYNC * 5)
@@ -175,11 +185,8 @@ async def test_specserves_and_their_namespace_delete_while_the_operator_is_down(
     fake: ThreadedFake, kimi_doc: dict[str, Any]
 ) -> None:
     async with running_operator(config()):
-        fake.create(seeded(kimi_doc, "a"))
-        fake.create(seeded(kimi_doc, "b"))
-        await eventually(lambda: converged(fake, "a") and converged(fake, "b"), what="both reconciled")
-    fake.delete(SPECSERVES, NS, "a")
-    assert fake.get(SPECSERVES, NS, "a") is None
+        await create_converged(fake, kimi_doc, "a", "b")
+    delete_unheld(fake, "a")
     fake.delete(NAMESPACES, None, NS)
     await eventually(lambda: fake.get(SPECSERVES, NS, "b") is None, what="the namespace's SpecServe to go")
     await eventually(lambda: fake.get(NAMESPACES, None, NS) is None, what="the namespace to go")

@@ -5,9 +5,8 @@ Compressed: evaluation and scrapes every second. Asserts convergence, not timing
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,19 @@ from specserve.emulator.engine import EngineConfig, Mode
 from specserve.emulator.profile import Profile, load_profile
 from specserve.emulator.server import ENGINE_KEY, build_app
 from specserve.emulator.testing import app_thread
-from specserve.kubefake import HTTPROUTES, FakeApiServer
-from tests.integration.kube_emulator import operator_cluster
-from tests.integration.switching_env import Load, Prometheus, Target
-from tests.integration.test_switching import NAME, NS, condition, events, eventually, operator, status
+from specserve.kubefake import FakeApiServer
+from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
+from tests.integration.switching_world import (
+    NAME,
+    NS,
+    condition,
+    events,
+    eventually,
+    monitored_doc,
+    operator,
+    route_accepted,
+    status,
+)
 
 PROFILE = "illustrative-crossover-8b"
 LEVEL = 8  # requests held in flight on the speculative engine: a grid point of the profile's curves
@@ -49,19 +57,8 @@ def engines() -> Iterator[Engines]:
 
 @pytest.fixture()
 def prometheus(tmp_path: Path, engines: Engines) -> Iterator[Prometheus]:
-    targets = [Target(engines.urls[0], NS, NAME, "speculative"), Target(engines.urls[1], NS, NAME, "baseline")]
-    server = Prometheus(tmp_path, targets, interval=1.0)
-    server.start()
-    try:
+    with running_prometheus(tmp_path, pool_targets(engines.urls, NS, NAME)) as server:
         yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture()
-async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=True) as api:
-        yield api
 
 
 def points(curve: Curve) -> list[dict[str, float]]:
@@ -69,9 +66,7 @@ def points(curve: Curve) -> list[dict[str, float]]:
 
 
 def learning_doc(doc: dict[str, Any], profile: Profile) -> dict[str, Any]:
-    body = copy.deepcopy(doc)
-    body["metadata"] = {"name": NAME, "namespace": NS}
-    body["spec"]["monitoring"] = {"podMonitor": True, "intervalSeconds": 1}
+    body = monitored_doc(doc)
     body["spec"]["switching"] = {
         "initialMode": "Speculative",
         "evaluationIntervalSeconds": 1,
@@ -110,8 +105,7 @@ async def test_the_learned_curve_converges_to_the_emulator_after_its_profile_cha
         await load.set(LEVEL)
         async with operator(prometheus.url) as running:
             fake.create(learning_doc(kimi_doc, profile))
-            await eventually(lambda: fake.get(HTTPROUTES, NS, NAME), what="the HTTPRoute")
-            fake.set_route_accepted(NS, NAME)
+            await route_accepted(fake)
             await eventually(lambda: near(fake, before), timeout=120, what="the curve learned as calibrated")
             assert condition(fake, CURVE_DRIFT)["reason"] == "NoDrift"
 

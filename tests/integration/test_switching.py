@@ -6,105 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from specserve.config import OperatorConfig
-from specserve.emulator.testing import free_port
-from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, SPECSERVES, FakeApiServer
 from specserve.render.engine import ADAPTIVE_CONFIG_KEY
-from tests.integration.kube_emulator import eventually as wait_for
-from tests.integration.kube_emulator import operator_cluster, running_operator
-from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators
-
-NS = "llm"
-NAME = "kimi-k25"
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    return await wait_for(check, timeout, what, interval=0.1)
-
-
-@pytest.fixture()
-def engines() -> Iterator[list[str]]:
-    with emulators(2) as urls:
-        yield urls
-
-
-@pytest.fixture()
-def prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
-    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
-    server = Prometheus(tmp_path, targets, interval=1.0)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture()
-async def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=True) as api:
-        yield api
-
-
-def operator(prometheus_url: str | None) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
-    config = OperatorConfig(namespaces=(NS,), resync_seconds=5.0, prometheus_url=prometheus_url, post_events=True)
-    return running_operator(config)
-
-
-@pytest.fixture()
-async def load(engines: list[str]) -> AsyncIterator[Load]:
-    # All requests go to one engine: demand is the sum over the SpecServe's pods, whatever the split.
-    generator = Load(engines[0])
-    yield generator
-    await generator.close()
-
-
-def switching_doc(doc: dict[str, Any]) -> dict[str, Any]:
-    body = copy.deepcopy(doc)
-    body["metadata"] = {"name": NAME, "namespace": NS}
-    body["spec"]["monitoring"] = {"podMonitor": True, "intervalSeconds": 1}
-    body["spec"]["switching"] = {
-        "initialMode": "Baseline",
-        "crossoverConcurrency": 6,
-        "hysteresis": 0.2,
-        "evaluationIntervalSeconds": 1,
-        "upStabilizationSeconds": 0,
-        "downStabilizationSeconds": 2,
-        "minDwellSeconds": 0,
-    }
-    return body
-
-
-def route_weights(api: FakeApiServer) -> dict[str, int] | None:
-    route = api.get(HTTPROUTES, NS, NAME)
-    if route is None:
-        return None
-    return {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
-
-
-def spec_weight(api: FakeApiServer) -> int | None:
-    weights = route_weights(api)
-    return None if weights is None else weights[f"{NAME}-spec"]
-
-
-def status(api: FakeApiServer) -> dict[str, Any]:
-    obj = api.get(SPECSERVES, NS, NAME) or {}
-    return dict(obj.get("status") or {})
-
-
-def condition(api: FakeApiServer, type_: str) -> dict[str, Any]:
-    return next((c for c in status(api).get("conditions", []) if c["type"] == type_), {})
-
-
-def events(api: FakeApiServer) -> list[tuple[str, str]]:
-    return [(e["type"], e["reason"]) for e in api.list(EVENTS, NS) if e["involvedObject"]["name"] == NAME]
+from tests.integration.switching_env import Load, Prometheus
+from tests.integration.switching_world import (
+    DIRECT_HOSTS,
+    NAME,
+    NS,
+    all_on_speculative,
+    condition,
+    direct_world,
+    events,
+    eventually,
+    kubelet_pod,
+    operator,
+    spec_weight,
+    status,
+    switching_doc,
+)
 
 
 async def watch_route(api: FakeApiServer, seconds: float) -> set[int | None]:
@@ -134,11 +57,9 @@ async def test_weights_follow_demand_across_the_crossover_and_hold_without_metri
     await load.set(1)
     async with operator(prometheus.url) as running:
         fake.create(switching_doc(kimi_doc))
-        await eventually(lambda: fake.get(HTTPROUTES, NS, NAME), what="the HTTPRoute")
-        fake.set_route_accepted(NS, NAME)
 
         # Low load: all traffic to the speculative pool (initialMode was Baseline).
-        await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
+        await all_on_speculative(fake)
         assert condition(fake, "MetricsAvailable")["status"] == "True"
         assert status(fake)["switching"]["weights"] == {"speculative": 100, "baseline": 0}
         assert ("Normal", "SetWeights") in events(fake)
@@ -190,42 +111,17 @@ async def test_weights_follow_demand_across_the_crossover_and_hold_without_metri
         assert not running.done(), "the operator stopped"
 
 
-async def test_the_direct_source_scrapes_the_pods_itself(
-    fake: FakeApiServer, kimi_doc: dict[str, Any], tmp_path: Path
-) -> None:
-    port = free_port()
-    hosts = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
-    with emulator_processes(list(hosts.values()), port) as urls:
-        load = Load(urls[0])
-        try:
-            await load.set(1)
-            async with operator(None) as running:
-                body = switching_doc(kimi_doc)
-                body["spec"]["switching"]["metrics"] = {"source": "Direct"}
-                body["spec"]["engine"]["port"] = port
-                fake.create(body)
-                for pool, ip in hosts.items():  # the kubelet's word: the pods run at these IPs
-                    pod_name = f"{NAME}-{pool}-0"
-                    labels = {"app.kubernetes.io/managed-by": "specserve", "specserve.io/instance": NAME,
-                              "specserve.io/pool": pool}  # fmt: skip
-                    fake.create({
-                        "apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": pod_name, "namespace": NS, "labels": labels},
-                        "spec": {"containers": [{"name": "sglang", "image": "sglang"}]},
-                    })  # fmt: skip
-                    ready = [{"type": "Ready", "status": "True"}]
-                    fake.patch_status(PODS, NS, pod_name, {"phase": "Running", "podIP": ip, "conditions": ready})
-                await eventually(lambda: fake.get(HTTPROUTES, NS, NAME), what="the HTTPRoute")
-                fake.set_route_accepted(NS, NAME)
-                await eventually(lambda: spec_weight(fake) == 100, what="speculative weight 100 at low load")
-                cond = condition(fake, "MetricsAvailable")
-                assert cond["status"] == "True" and "Direct" in cond["message"]
-                await load.set(24)
-                await eventually(lambda: (w := spec_weight(fake)) is not None and w < 60, what="weight down")
-                assert status(fake)["load"]["concurrency"] > 12
-                assert not running.done(), "the operator stopped"
-        finally:
-            await load.close()
+async def test_the_direct_source_scrapes_the_pods_itself(fake: FakeApiServer, kimi_doc: dict[str, Any]) -> None:
+    async with direct_world(fake, kimi_doc) as world:
+        for pool, ip in DIRECT_HOSTS.items():
+            kubelet_pod(fake, pool, 0, ip)
+        await all_on_speculative(fake)
+        cond = condition(fake, "MetricsAvailable")
+        assert cond["status"] == "True" and "Direct" in cond["message"]
+        await world.load.set(24)
+        await eventually(lambda: (w := spec_weight(fake)) is not None and w < 60, what="weight down")
+        assert status(fake)["load"]["concurrency"] > 12
+        assert not world.operator.done(), "the operator stopped"
 
 
 def engine_template(api: FakeApiServer) -> tuple[str, bool] | None:
@@ -243,23 +139,6 @@ BASELINE_ALWAYS = {
     "speculative": [{"concurrency": 1, "tokensPerSecond": 40}, {"concurrency": 64, "tokensPerSecond": 800}],
     "baseline": [{"concurrency": 1, "tokensPerSecond": 48}, {"concurrency": 64, "tokensPerSecond": 1800}],
 }
-
-
-@pytest.fixture()
-async def manual_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    """The fake API server without its auto-ready Deployment controller: the test says when pods are Ready."""
-    async with operator_cluster(NS, tmp_path, monkeypatch, auto_ready=False) as api:
-        yield api
-
-
-@pytest.fixture()
-def engine_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
-    server = Prometheus(tmp_path, [Target(engines[0], NS, NAME, "engine")], interval=1.0)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @contextlib.asynccontextmanager
@@ -289,6 +168,14 @@ def restart_doc(doc: dict[str, Any]) -> dict[str, Any]:
     body["spec"]["switching"]["initialMode"] = "Speculative"
     body["spec"]["switching"].pop("crossoverConcurrency")
     body["spec"]["switching"]["curves"] = BASELINE_ALWAYS
+    return body
+
+
+def adaptive_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    """Adaptive on one pool, its config rendered from crossover 16 (a re-measure within 20 % keeps it)."""
+    body = switching_doc(doc)
+    body["spec"]["strategy"] = "Adaptive"
+    body["spec"]["switching"].update({"crossoverConcurrency": 16, "hysteresis": 0.2})
     return body
 
 
@@ -364,9 +251,7 @@ async def test_adaptive_re_renders_its_config_only_when_the_crossover_moves_past
     fake: FakeApiServer, engine_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
 ) -> None:
     await load.set(2)
-    doc = switching_doc(kimi_doc)
-    doc["spec"]["strategy"] = "Adaptive"
-    doc["spec"]["switching"].update({"crossoverConcurrency": 16, "hysteresis": 0.2})
+    doc = adaptive_doc(kimi_doc)
     async with operator(engine_prometheus.url) as running:
         fake.create(doc)
         await eventually(lambda: '"16"' in adaptive_config(fake), what="the config rendered from crossover 16")

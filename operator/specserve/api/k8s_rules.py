@@ -49,16 +49,24 @@ _DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_STRICT_PATTERN)
 _HOSTNAME = re.compile(HOSTNAME_PATTERN)
 _PATH = re.compile(PATH_PATTERN)
 _DNS_1035_LABEL = re.compile(DNS_1035_LABEL_PATTERN)
+SHORTEN = "; shorten it"  # the fix a too-long value's message ends with
+
+
+def _problem(value: str, subject: str, limit: int, pattern: re.Pattern[str], rule: str, fix: str = "") -> str | None:
+    """What is wrong with ``value`` (named ``subject`` in the message): longer than ``limit`` characters (the message
+    ends with ``fix``), else not matching ``pattern`` (``rule`` says what it must be)."""
+    if len(value) > limit:
+        return f"{subject} is longer than {limit} characters{fix}"
+    if not pattern.match(value):
+        return f"{subject} must {rule}"
+    return None
 
 
 def dns1035_label_problem(name: str) -> str | None:
     """Why ``name`` is not an RFC 1035 label (a Service name): lowercase letters, digits and '-', starting with a
     letter, ending alphanumeric, at most 63 characters."""
-    if len(name) > DNS_LABEL_MAX:
-        return f"{name!r} is longer than {DNS_LABEL_MAX} characters"
-    if not _DNS_1035_LABEL.match(name):
-        return f"{name!r} must start with a lowercase letter and hold only a-z, 0-9 and '-', ending alphanumeric"
-    return None
+    rule = "start with a lowercase letter and hold only a-z, 0-9 and '-', ending alphanumeric"
+    return _problem(name, repr(name), DNS_LABEL_MAX, _DNS_1035_LABEL, rule)
 
 
 def object_name_problem(kind: str, name: str) -> str | None:
@@ -66,11 +74,8 @@ def object_name_problem(kind: str, name: str) -> str | None:
     other kinds the operator renders: RFC 1123 subdomain)."""
     if kind in DNS_1035_KINDS:
         return dns1035_label_problem(name)
-    if len(name) > DNS_SUBDOMAIN_MAX:
-        return f"{name!r} is longer than {DNS_SUBDOMAIN_MAX} characters"
-    if not _DNS_SUBDOMAIN.match(name):
-        return f"{name!r} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', alphanumeric at both ends)"
-    return None
+    rule = "be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', alphanumeric at both ends)"
+    return _problem(name, repr(name), DNS_SUBDOMAIN_MAX, _DNS_SUBDOMAIN, rule)
 
 
 def label_key_problem(key: str) -> str | None:
@@ -80,29 +85,18 @@ def label_key_problem(key: str) -> str | None:
         return f"label key {key!r} has an empty prefix before '/'; drop the '/' or add a DNS prefix"
     if not name:
         return f"label key {key!r} has an empty name; write [prefix/]name"
-    if len(name) > QUALIFIED_NAME_MAX:
-        return f"label key {key!r}: the name part is longer than {QUALIFIED_NAME_MAX} characters; shorten it"
-    if not _QUALIFIED_NAME.match(name):
-        return (
-            f"label key {key!r}: the name part must be alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
-        )
-    if prefix:
-        if len(prefix) > DNS_SUBDOMAIN_MAX:
-            return f"label key {key!r}: the prefix is longer than {DNS_SUBDOMAIN_MAX} characters; shorten it"
-        if not _DNS_SUBDOMAIN.match(prefix):
-            return f"label key {key!r}: the prefix must be a lowercase DNS subdomain such as example.com"
-    return None
+    rule = "be alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+    problem = _problem(name, f"label key {key!r}: the name part", QUALIFIED_NAME_MAX, _QUALIFIED_NAME, rule, SHORTEN)
+    if problem is None and prefix:
+        rule = "be a lowercase DNS subdomain such as example.com"
+        problem = _problem(prefix, f"label key {key!r}: the prefix", DNS_SUBDOMAIN_MAX, _DNS_SUBDOMAIN, rule, SHORTEN)
+    return problem
 
 
 def label_value_problem(value: str) -> str | None:
     """Why `value` is not a valid label value (empty is valid)."""
-    if len(value) > LABEL_VALUE_MAX:
-        return f"label value {value!r} is longer than {LABEL_VALUE_MAX} characters; shorten it"
-    if not _LABEL_VALUE.match(value):
-        return (
-            f"label value {value!r} must be empty or alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
-        )
-    return None
+    rule = "be empty or alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+    return _problem(value, f"label value {value!r}", LABEL_VALUE_MAX, _LABEL_VALUE, rule, SHORTEN)
 
 
 def hostname_problem(hostname: str) -> str | None:
@@ -111,14 +105,11 @@ def hostname_problem(hostname: str) -> str | None:
         return f"hostname {hostname!r} has a scheme; write the host name only, e.g. llm.example.com"
     if ":" in hostname:
         return f"hostname {hostname!r} has a port; HTTPRoute hostnames take no port (the Gateway listener has it)"
-    if len(hostname) > DNS_SUBDOMAIN_MAX:
-        return f"hostname {hostname!r} is longer than {DNS_SUBDOMAIN_MAX} characters"
-    if not _HOSTNAME.match(hostname):
-        return (
-            f"hostname {hostname!r} must be a lowercase DNS name such as llm.example.com, with a wildcard only as "
-            "the whole leftmost label (*.example.com)"
-        )
-    return None
+    rule = (
+        "be a lowercase DNS name such as llm.example.com, with a wildcard only as the whole leftmost label"
+        " (*.example.com)"
+    )
+    return _problem(hostname, f"hostname {hostname!r}", DNS_SUBDOMAIN_MAX, _HOSTNAME, rule)
 
 
 def path_problem(path: str) -> str | None:

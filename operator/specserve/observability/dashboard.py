@@ -51,43 +51,56 @@ class RowSpec:
     repeat_by_name: bool = False
 
 
-def _quantiles(histogram: str) -> tuple[Target, ...]:
+POOL = "{{specserve_pool}}"  # the legend of a per-pool series
+
+
+def _quantiles(bucket: str, by: str, legend: str, quantiles: tuple[float, ...]) -> tuple[Target, ...]:
+    """histogram_quantile over the rate of the `bucket` series summed by `by` (and le): a target per quantile."""
     return tuple(
-        Target(
-            f"histogram_quantile({q}, sum by (specserve_pool, le) (rate({histogram}_bucket{{{ENGINE}}}[{RATE}])))",
-            f"{{{{specserve_pool}}}} p{round(q * 100)}",
-        )
-        for q in (0.5, 0.9, 0.99)
+        Target(f"histogram_quantile({q}, sum by ({by}le) (rate({bucket}[{RATE}])))", f"{legend}p{round(q * 100)}")
+        for q in quantiles
     )
+
+
+def _pool_quantiles(histogram: str) -> tuple[Target, ...]:
+    """p50/p90/p99 per pool of an engine histogram."""
+    return _quantiles(f"{histogram}_bucket{{{ENGINE}}}", "specserve_pool, ", f"{POOL} ", (0.5, 0.9, 0.99))
+
+
+def _operator_quantiles(histogram: str) -> tuple[Target, ...]:
+    """p50/p99 of one of the operator's histograms."""
+    return _quantiles(f"{histogram}_bucket", "", "", (0.5, 0.99))
+
+
+def _per_pool(aggregation: str, expr: str, legend: str = POOL) -> Target:
+    """`expr` (the engines' series) aggregated per pool."""
+    return Target(f"{aggregation} by (specserve_pool) ({expr})", legend)
+
+
+def _per_specserve(title: str, description: str, expr: str, unit: str = "short") -> PanelSpec:
+    """An overview panel: one of the operator's series, a line per SpecServe."""
+    return PanelSpec(title, description, (Target(expr, "{{namespace}}/{{name}}"),), unit=unit, width=6)
 
 
 OVERVIEW = RowSpec(
     "Overview: every SpecServe",
     (
-        PanelSpec(
-            "Ready",
-            "specserve_ready: 1 when the SpecServe's Ready condition is True.",
-            (Target("specserve_ready", "{{namespace}}/{{name}}"),),
-            width=6,
-        ),
-        PanelSpec(
+        _per_specserve("Ready", "specserve_ready: 1 when the SpecServe's Ready condition is True.", "specserve_ready"),
+        _per_specserve(
             "Demand",
             "Requests in flight across each SpecServe's pods, smoothed (the switching loop's input).",
-            (Target("specserve_demand", "{{namespace}}/{{name}}"),),
-            width=6,
+            "specserve_demand",
         ),
-        PanelSpec(
+        _per_specserve(
             "Speculative weight",
             "HTTPRoute weight on the speculative pool (TrafficSplit).",
-            (Target('specserve_route_weight{pool="speculative"}', "{{namespace}}/{{name}}"),),
+            'specserve_route_weight{pool="speculative"}',
             unit="percent",
-            width=6,
         ),
-        PanelSpec(
+        _per_specserve(
             "Serving speculatively",
             "1 while the mode actually serving is Speculative.",
-            (Target('specserve_active_mode{mode="Speculative"}', "{{namespace}}/{{name}}"),),
-            width=6,
+            'specserve_active_mode{mode="Speculative"}',
         ),
         PanelSpec(
             "Conditions",
@@ -130,31 +143,26 @@ SPECSERVE = RowSpec(
         PanelSpec(
             "Tokens/s per pool",
             "Generated tokens per second, per pool (SGLang's generation_tokens_total).",
-            (
-                Target(
-                    f"sum by (specserve_pool) (rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}]))",
-                    "{{specserve_pool}}",
-                ),
-            ),
+            (_per_pool("sum", f"rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}])"),),
         ),
         PanelSpec(
             "Requests running and queued per pool",
             "SGLang's num_running_reqs and num_queue_reqs, summed per pool.",
             (
-                Target(f"sum by (specserve_pool) (sglang:num_running_reqs{{{ENGINE}}})", "{{specserve_pool}} running"),
-                Target(f"sum by (specserve_pool) (sglang:num_queue_reqs{{{ENGINE}}})", "{{specserve_pool}} queued"),
+                _per_pool("sum", f"sglang:num_running_reqs{{{ENGINE}}}", f"{POOL} running"),
+                _per_pool("sum", f"sglang:num_queue_reqs{{{ENGINE}}}", f"{POOL} queued"),
             ),
         ),
         PanelSpec(
             "Time to first token",
             "p50/p90/p99 per pool from SGLang's time_to_first_token_seconds histogram.",
-            _quantiles("sglang:time_to_first_token_seconds"),
+            _pool_quantiles("sglang:time_to_first_token_seconds"),
             unit="s",
         ),
         PanelSpec(
             "Time per output token",
             "p50/p90/p99 per pool from SGLang's request_time_per_output_token_seconds histogram.",
-            _quantiles("sglang:request_time_per_output_token_seconds"),
+            _pool_quantiles("sglang:request_time_per_output_token_seconds"),
             unit="s",
         ),
         PanelSpec(
@@ -162,22 +170,14 @@ SPECSERVE = RowSpec(
             "Mean accepted length of the speculative pods against spec.switching.calibratedAcceptLength: far below "
             "it, speculation runs but no longer pays (alert SpecServeAcceptLengthCollapsed).",
             (
-                Target(
-                    f"avg by (specserve_pool) (sglang:spec_accept_length{{{DRAFTING}}})",
-                    "{{specserve_pool}} live",
-                ),
+                _per_pool("avg", f"sglang:spec_accept_length{{{DRAFTING}}}", f"{POOL} live"),
                 Target(f"specserve_calibrated_accept_length{{{SEL}}}", "calibrated"),
             ),
         ),
         PanelSpec(
             "Active draft steps",
             "SGLang's spec_num_steps: the steps in use now (Adaptive moves them with the batch size; 0: drafting off).",
-            (
-                Target(
-                    f"avg by (specserve_pool) (sglang:spec_num_steps{{{DRAFTING}}})",
-                    "{{specserve_pool}}",
-                ),
-            ),
+            (_per_pool("avg", f"sglang:spec_num_steps{{{DRAFTING}}}"),),
         ),
         PanelSpec(
             "Pool readiness",
@@ -227,26 +227,14 @@ OPERATOR = RowSpec(
         PanelSpec(
             "Reconcile latency",
             "p50/p99 of one reconcile (reads, applies, status write).",
-            tuple(
-                Target(
-                    f"histogram_quantile({q}, sum by (le) (rate(specserve_reconcile_seconds_bucket[{RATE}])))",
-                    f"p{round(q * 100)}",
-                )
-                for q in (0.5, 0.99)
-            ),
+            _operator_quantiles("specserve_reconcile_seconds"),
             unit="s",
             width=8,
         ),
         PanelSpec(
             "Evaluation round latency",
             "p50/p99 of one switching round (all SpecServes due, reading included).",
-            tuple(
-                Target(
-                    f"histogram_quantile({q}, sum by (le) (rate(specserve_evaluation_round_seconds_bucket[{RATE}])))",
-                    f"p{round(q * 100)}",
-                )
-                for q in (0.5, 0.99)
-            ),
+            _operator_quantiles("specserve_evaluation_round_seconds"),
             unit="s",
             width=8,
         ),

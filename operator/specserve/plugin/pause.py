@@ -13,10 +13,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser, output=False)
 
 
-@user_errors
-def run(args: argparse.Namespace) -> int:
+def set_paused(args: argparse.Namespace, paused: bool) -> str:
+    """Sets (paused) or removes the pause annotation on SpecServe `args.name`; the namespace it is in."""
     kube = cluster(args)
     ns = namespace(args, kube)
-    kube.annotate(ns, args.name, ANNOTATION_PAUSED, "true")
+    kube.annotate(ns, args.name, ANNOTATION_PAUSED, "true" if paused else None)
+    return ns
+
+
+@user_errors
+def run(args: argparse.Namespace) -> int:
+    ns = set_paused(args, True)
     print(f"specserve.specserve.io/{args.name} paused (in {ns}): switching holds until `kubectl specserve resume`")
     return 0

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from specserve.plugin.common import ANNOTATION_PAUSED, add_common, cluster, namespace, user_errors
+from specserve.plugin.common import user_errors
+from specserve.plugin.pause import add_arguments, set_paused
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the SpecServe")
-    add_common(parser, output=False)
+__all__ = ["add_arguments", "run"]  # the plugin's command interface: the same arguments as pause
 
 
 @user_errors
 def run(args: argparse.Namespace) -> int:
-    kube = cluster(args)
-    ns = namespace(args, kube)
-    kube.annotate(ns, args.name, ANNOTATION_PAUSED, None)
+    ns = set_paused(args, False)
     print(f"specserve.specserve.io/{args.name} resumed (in {ns}): switching acts again")
     return 0
