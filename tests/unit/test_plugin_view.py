@@ -168,3 +168,30 @@ def test_explain_shows_the_policy_memory_behind_a_hold(kimi_doc: dict[str, Any])
     text = view.explain_text(view.explain_data(view.load(obj)))
     assert "waiting: w=40 since 2026-12-01T10:06:00Z" in text
     assert "regret 1234.6 tokens" in text and "restarts in 24 h: 2 of 6" in text
+
+
+def test_explain_shows_the_learned_curves_and_the_forecast_trust(kimi_doc: dict[str, Any]) -> None:
+    status = {
+        **STATUS,
+        "switching": {"mode": "Baseline", "modeSince": "2026-12-01T09:00:00Z",
+                      "forecastError": 0.12, "forecastTrust": 0.8},
+        "learning": {
+            "lastUpdate": "2026-12-01T10:05:00Z",
+            "speculative": {"coverage": [2.0, 8.0]},
+            "acceptLength": 2.1, "acceptLengthReference": 3.2,
+            "lastDrift": {"mode": "Speculative", "time": "2026-12-01T09:30:00Z", "shift": -0.3},
+            "crossover": {"calibrated": 6.0, "effective": 3.5},
+        },
+    }  # fmt: skip
+    obj = body(kimi_doc, status=status)
+    obj["spec"]["strategy"] = "Restart"
+    data = view.explain_data(view.load(obj))
+    assert data["learning"]["crossover"] == {"calibrated": 6.0, "effective": 3.5}
+    text = view.explain_text(data)
+    assert "crossover per replica 3.5 decided with, 6 calibrated" in text
+    assert "speculative: confident from 2 to 8 per replica" in text
+    assert "baseline: no confident range yet" in text
+    assert "last drift: Speculative at 2026-12-01T09:30:00Z, -30% off the curve" in text
+    assert "recent error 12%, trust 0.80" in text
+    # Nothing learned yet: no section at all.
+    assert view.explain_data(view.load(body(kimi_doc)))["learning"] is None

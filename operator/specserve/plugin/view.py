@@ -252,7 +252,63 @@ def explain_data(item: Loaded) -> JSON:
         },
         "paused": is_paused(item.obj.metadata.annotations),
         "memory": _memory(item),
+        "learning": _learning(item),
     }
+
+
+def _learning(item: Loaded) -> JSON | None:
+    """What the switching loop learned (status.learning), next to the calibrated curves, and the forecast's trust."""
+    learned = item.status.learning
+    saved = item.status.switching
+    forecast = (
+        None
+        if saved is None or saved.forecast_trust is None
+        else {"error": saved.forecast_error, "trust": saved.forecast_trust}
+    )
+    if learned is None and forecast is None:
+        return None
+    data: JSON = {"forecast": forecast}
+    if learned is not None:
+        data |= {
+            "lastUpdate": learned.last_update,
+            "crossover": learned.crossover.model_dump(exclude_none=True),
+            "coverage": {"speculative": learned.speculative.coverage, "baseline": learned.baseline.coverage},
+            "acceptLength": learned.accept_length,
+            "acceptLengthReference": learned.accept_length_reference,
+            "lastDrift": learned.last_drift.model_dump(mode="json") if learned.last_drift else None,
+        }
+    return data
+
+
+def _learning_lines(learning: JSON) -> list[str]:
+    lines: list[str] = []
+    if "lastUpdate" in learning:
+        cross = learning["crossover"]
+        calibrated, effective = cross.get("calibrated"), cross.get("effective")
+        lines.append(
+            f"Learned curves (updated {learning['lastUpdate']}): crossover per replica "
+            f"{_num(effective)} decided with, {_num(calibrated)} calibrated"
+        )
+        for mode, span in learning["coverage"].items():
+            where = f"confident from {span[0]:g} to {span[1]:g} per replica" if span else "no confident range yet"
+            lines.append(f"  {mode}: {where} (calibrated elsewhere)")
+        if learning["acceptLength"] is not None and learning["acceptLengthReference"] is not None:
+            lines.append(
+                f"  accept length {learning['acceptLength']:.2f} (curves normalised to "
+                f"{learning['acceptLengthReference']:.2f})"
+            )
+        drift = learning["lastDrift"]
+        if drift is not None:
+            lines.append(f"  last drift: {drift['mode']} at {drift['time']}, {drift['shift']:+.0%} off the curve")
+    forecast = learning["forecast"]
+    if forecast is not None:
+        error = "not scored yet" if forecast["error"] is None else f"recent error {forecast['error']:.0%}"
+        lines.append(f"Forecast (yesterday / last week): {error}, trust {forecast['trust']:.2f}")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def _memory(item: Loaded) -> JSON | None:
@@ -332,6 +388,8 @@ def explain_text(data: JSON) -> str:
         )
     if data["memory"] is not None:
         lines += _memory_lines(data["memory"], data["strategy"])
+    if data["learning"] is not None:
+        lines += _learning_lines(data["learning"])
     if data["curves"] is not None:
         lines.append(f"Curves: {data['curves']['source']}.")
     else:
