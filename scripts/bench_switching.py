@@ -45,14 +45,14 @@ from tests.integration.switching_env import Load, Prometheus, Target, emulators 
 
 from specserve.commands.run import serve  # noqa: E402
 from specserve.config import OperatorConfig  # noqa: E402
-from specserve.emulator.testing import free_port  # noqa: E402
 from specserve.kube.client import ClientOptions, KubeClient  # noqa: E402
 from specserve.kube.kinds import DEPLOYMENT, Kind  # noqa: E402
-from specserve.kubefake import HTTPROUTES, FakeApiServer, write_kubeconfig  # noqa: E402
 from specserve.metrics.prometheus import PrometheusSource  # noqa: E402
 from specserve.metrics.promql import Windows  # noqa: E402
 from specserve.policy.switching import decide  # noqa: E402
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked  # noqa: E402
+from specserve_kubefake import HTTPROUTES, FakeApiServer, write_kubeconfig  # noqa: E402
+from specserve_tools.emulator.testing import free_port  # noqa: E402
 
 NS = "bench"
 JSON = dict[str, Any]
@@ -320,7 +320,7 @@ def bench_rss(count: int, steady_seconds: float, resync_seconds: float, operator
         )
         kubeconfig = work / "kubeconfig"
         fake = subprocess.Popen(
-            [sys.executable, "-m", "specserve.kubefake", "--port", str(api_port), "--auto-ready", "--namespace", NS,
+            [sys.executable, "-m", "specserve_kubefake", "--port", str(api_port), "--auto-ready", "--namespace", NS,
              "--kubeconfig", str(kubeconfig)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -203,7 +203,7 @@ def launch(
             subst.append(f"env {e['name']} (from a Secret) dropped: nothing is downloaded")
     argv = pod.command + args
     if os.environ.get("FAKE_ENGINE"):  # a dry run of this script on a CPU machine: the emulator, same port
-        from specserve.demo.podargs import emulator_argv  # noqa: PLC0415  (the dry run only)
+        from specserve_tools.demo.podargs import emulator_argv  # noqa: PLC0415  (the dry run only)
 
         argv = emulator_argv(args, port, "eagle3-llama31-8b-h100", 3.0, time_scale=float(os.environ["FAKE_ENGINE"]))
     log_path = out / f"server-{tag}.log"

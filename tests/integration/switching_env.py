@@ -18,9 +18,9 @@ import aiohttp
 import pytest
 import requests
 
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import emulator_thread, free_port
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.testing import emulator_thread, free_port
 
 PROFILE = "seed-kimi-k25-rtxpro6000"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from specserve.emulator.testing import free_port
-from specserve.kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
+from specserve_tools.emulator.testing import free_port
 from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes
 from tests.integration.test_switching import (  # noqa: F401 (fixtures)
     NAME,

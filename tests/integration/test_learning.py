@@ -15,11 +15,11 @@ import pytest
 
 from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.curves import Curve
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.profile import Profile, load_profile
-from specserve.emulator.server import ENGINE_KEY, build_app
-from specserve.emulator.testing import app_thread
-from specserve.kubefake import HTTPROUTES, FakeApiServer
+from specserve_kubefake import HTTPROUTES, FakeApiServer
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.profile import Profile, load_profile
+from specserve_tools.emulator.server import ENGINE_KEY, build_app
+from specserve_tools.emulator.testing import app_thread
 from tests.integration.kube_emulator import operator_cluster
 from tests.integration.switching_env import Load, Prometheus, Target
 from tests.integration.test_switching import NAME, NS, condition, events, eventually, operator, status

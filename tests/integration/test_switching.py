@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from specserve.config import OperatorConfig
-from specserve.emulator.testing import free_port
-from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
 from specserve.render.engine import ADAPTIVE_CONFIG_KEY
+from specserve_kubefake import CONFIGMAPS, DEPLOYMENTS, EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from specserve_tools.emulator.testing import free_port
 from tests.integration.kube_emulator import eventually as wait_for
 from tests.integration.kube_emulator import operator_cluster, running_operator
 from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specserve.cli import main
-from specserve.commands.emulate import add_arguments, build_config
-from specserve.emulator.engine import Mode
+from specserve_tools.commands.emulate import add_arguments, build_config
+from specserve_tools.emulator.engine import Mode
 
 
 def _args(*argv: str) -> argparse.Namespace:

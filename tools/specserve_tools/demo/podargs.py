@@ -1,0 +1,70 @@
+"""A rendered SGLang container's args -> a `specserve emulate` command line (pure).
+
+The emulator takes SGLang's flags where they mean the same thing; flags it does not model (--model-path,
+--tp-size, ...) are dropped here, with their values. --host/--port are pointed at a loopback port, mounted
+files (the adaptive config) at where the kubelet wrote them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+
+from specserve_tools.commands import emulate
+
+
+@cache
+def _emulator_flags() -> dict[str, int]:
+    """Option string -> number of values it takes, from the emulator's own parser."""
+    parser = argparse.ArgumentParser(add_help=False)
+    emulate.add_arguments(parser)
+    out: dict[str, int] = {}
+    for action in parser._actions:
+        nargs = 0 if action.nargs == 0 else (action.nargs if isinstance(action.nargs, int) else 1)
+        for option in action.option_strings:
+            out[option] = nargs
+    return out
+
+
+def emulator_argv(
+    rendered: Sequence[str],
+    port: int,
+    profile: str,
+    startup_seconds: float,
+    mounts: Mapping[str, str] | None = None,
+    time_scale: float = 1.0,
+) -> list[str]:
+    known = _emulator_flags()
+    kept: list[str] = []
+    i = 0
+    args = list(rendered)
+    while i < len(args):
+        flag, _, inline = args[i].partition("=")
+        if flag in known and flag not in ("--host", "--port"):
+            take = 0 if inline else known[flag]
+            kept.extend(args[i : i + 1 + take])
+            i += 1 + take
+            continue
+        i += 1  # an SGLang flag the emulator does not model: skip it and its values
+        while i < len(args) and not args[i].startswith("--"):
+            i += 1
+    for src, dst in (mounts or {}).items():
+        kept = [dst + a[len(src) :] if a.startswith(src) else a for a in kept]
+    return [
+        sys.executable,
+        "-m",
+        "specserve.cli",
+        "emulate",
+        *kept,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--profile",
+        profile,
+        "--startup-seconds",
+        f"{startup_seconds:g}",
+        "--time-scale",
+        f"{time_scale:g}",
+    ]
