@@ -15,8 +15,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from specserve_tools.emulator import options
 from specserve_tools.emulator.adaptive import parse_adaptive_config
 from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.options import EmulatorOptions
 from specserve_tools.emulator.profile import (
     Profile,
     ProfileError,
@@ -26,46 +28,13 @@ from specserve_tools.emulator.profile import (
 )
 from specserve_tools.emulator.server import build_app
 
-DEFAULT_PROFILE = "seed-kimi-k25-rtxpro6000"
 PROG = "specserve emulate"
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile",
-        default=DEFAULT_PROFILE,
-        help=f"shipped profile name or a profile JSON file (default {DEFAULT_PROFILE}; see --list-profiles)",
-    )
-    parser.add_argument(
-        "--from-bench",
-        nargs=2,
-        metavar=("SPEC.json", "BASE.json"),
-        help="use your own measured curves: two `specserve bench` results, speculative then baseline",
-    )
-    parser.add_argument("--list-profiles", action="store_true", help="print the shipped profiles and exit")
-    parser.add_argument("--mode", choices=[m.value for m in Mode], help="override the mode the flags imply")
-    parser.add_argument("--speculative-algorithm", help="as SGLang: turns speculative mode on")
-    parser.add_argument("--speculative-adaptive", action="store_true", help="as SGLang: adaptive mode")
-    parser.add_argument(
-        "--speculative-adaptive-config",
-        metavar="PATH",
-        help="as SGLang: JSON file of batch-size keys -> candidate_steps (default: SGLang's default table)",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=30000)
-    parser.add_argument("--served-model-name", help="model name clients use (default: the profile's)")
-    parser.add_argument("--max-running-requests", type=int, help="override the profile's cap; the rest queue")
-    parser.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        help="run the emulated clock this many times faster than the wall clock (tokens/s x K, latencies / K)",
-    )
-    parser.add_argument("--startup-seconds", type=float, help="emulated start-up delay (default: the profile's)")
-    parser.add_argument("--duration", type=float, help="exit after this many wall seconds (bounded runs)")
+# The flags are EmulatorOptions' fields (the demo's kubelet reads the same source).
+add_arguments = options.add_arguments
 
 
-def _mode(args: argparse.Namespace) -> Mode:
+def _mode(args: EmulatorOptions) -> Mode:
     if args.mode:
         return Mode(args.mode)
     if args.speculative_adaptive:
@@ -75,8 +44,9 @@ def _mode(args: argparse.Namespace) -> Mode:
     return Mode.BASELINE
 
 
-def build_config(args: argparse.Namespace) -> tuple[EngineConfig, float | None]:
+def build_config(namespace: argparse.Namespace) -> tuple[EngineConfig, float | None]:
     """EngineConfig from the flags; raises ValueError with a one-line message on bad input."""
+    args = EmulatorOptions.from_namespace(namespace)
     profile: Profile = profile_from_bench(*args.from_bench) if args.from_bench else load_profile(args.profile)
     if args.time_scale <= 0:
         raise ValueError(f"--time-scale must be > 0, got {args.time_scale:g}")

@@ -6,25 +6,10 @@ files (the adaptive config) at where the kubelet wrote them."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from functools import cache
 
-from specserve_tools.commands import emulate
-
-
-@cache
-def _emulator_flags() -> dict[str, int]:
-    """Option string -> number of values it takes, from the emulator's own parser."""
-    parser = argparse.ArgumentParser(add_help=False)
-    emulate.add_arguments(parser)
-    out: dict[str, int] = {}
-    for action in parser._actions:
-        nargs = 0 if action.nargs == 0 else (action.nargs if isinstance(action.nargs, int) else 1)
-        for option in action.option_strings:
-            out[option] = nargs
-    return out
+from specserve_tools.emulator.options import flag_values, to_argv
 
 
 def emulator_argv(
@@ -35,7 +20,7 @@ def emulator_argv(
     mounts: Mapping[str, str] | None = None,
     time_scale: float = 1.0,
 ) -> list[str]:
-    known = _emulator_flags()
+    known = flag_values()
     kept: list[str] = []
     i = 0
     args = list(rendered)
@@ -57,14 +42,5 @@ def emulator_argv(
         "specserve.cli",
         "emulate",
         *kept,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--profile",
-        profile,
-        "--startup-seconds",
-        f"{startup_seconds:g}",
-        "--time-scale",
-        f"{time_scale:g}",
+        *to_argv(host="127.0.0.1", port=port, profile=profile, startup_seconds=startup_seconds, time_scale=time_scale),
     ]
