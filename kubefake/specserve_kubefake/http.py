@@ -34,7 +34,7 @@ VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0-kubefake", "platf
 
 
 @dataclass
-class Target:
+class ResourcePath:
     """What a REST path names."""
 
     rt: ResourceType
@@ -48,8 +48,8 @@ def _json(data: Any, status: int = 200) -> aiohttp.web.Response:
                                 content_type="application/json")  # fmt: skip
 
 
-def parse_target(store: Store, path: str) -> Target | JSON | None:
-    """A Target for resource paths, a discovery document for discovery paths, None when unknown (404)."""
+def parse_target(store: Store, path: str) -> ResourcePath | JSON | None:
+    """A ResourcePath for resource paths, a discovery document for discovery paths, None when unknown (404)."""
     parts = [p for p in path.split("/") if p]
     registry = store.registry
     if parts[:1] == ["api"]:
@@ -78,7 +78,7 @@ def parse_target(store: Store, path: str) -> Target | JSON | None:
     sub = rest[2] if len(rest) > 2 else ""
     if sub and not (sub == "status" and rt.status_subresource) and sub != "finalize":
         return None
-    return Target(rt, namespace, name, sub)
+    return ResourcePath(rt, namespace, name, sub)
 
 
 def _body(raw: bytes, content_type: str) -> Any:
@@ -104,10 +104,10 @@ def _manager(request: aiohttp.web.Request) -> str:
     return agent.split("/", 1)[0].strip() or "unknown"
 
 
-def _fault_view(record: RecordedRequest, target: Target | JSON | None) -> FaultRequest:
+def _fault_view(record: RecordedRequest, target: ResourcePath | JSON | None) -> FaultRequest:
     """What a fault rule matches: the verb (a server-side apply is ``apply``), the resource's names and the object
     (a create names it in its body)."""
-    if not isinstance(target, Target):
+    if not isinstance(target, ResourcePath):
         return FaultRequest(record.method, record.path)
     verb = "apply" if record.content_type in _APPLY_TYPES else record.verb
     name = target.name
@@ -136,7 +136,7 @@ class Handler:
         try:
             record.body = _body(raw, content_type)
             target = parse_target(self.store, path)
-            if isinstance(target, Target):
+            if isinstance(target, ResourcePath):
                 record.resource, record.group, record.plural = target.rt.key, target.rt.group, target.rt.plural
                 record.namespace, record.name, record.subresource = target.namespace, target.name, target.subresource
             response = await self._faulted(_fault_view(record, target)) if self.faults.rules else None
@@ -162,7 +162,7 @@ class Handler:
         raise ApiError(fault.status, REASONS.get(fault.status, "Unknown"), fault.message)
 
     async def _dispatch(
-        self, request: aiohttp.web.Request, record: RecordedRequest, target: Target | JSON | None
+        self, request: aiohttp.web.Request, record: RecordedRequest, target: ResourcePath | JSON | None
     ) -> aiohttp.web.StreamResponse:
         path = request.path
         if path == "/version":
@@ -171,14 +171,14 @@ class Handler:
             return aiohttp.web.Response(text="ok")
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if not isinstance(target, Target):
+        if not isinstance(target, ResourcePath):
             if request.method != "GET":
                 raise ApiError(405, "MethodNotAllowed", "only GET is allowed on discovery documents")
             return _json(target)
         return await self._resource(request, record, target)
 
     async def _resource(
-        self, request: aiohttp.web.Request, record: RecordedRequest, t: Target
+        self, request: aiohttp.web.Request, record: RecordedRequest, t: ResourcePath
     ) -> aiohttp.web.StreamResponse:
         store, method, query, body = self.store, request.method, request.query, record.body
         if t.rt.namespaced and t.namespace is None and (t.name or method not in ("GET",)):
@@ -231,7 +231,9 @@ class Handler:
             return _json({"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}})
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
-    async def _watch(self, request: aiohttp.web.Request, t: Target, selector: Selector) -> aiohttp.web.StreamResponse:
+    async def _watch(
+        self, request: aiohttp.web.Request, t: ResourcePath, selector: Selector
+    ) -> aiohttp.web.StreamResponse:
         raw_rv = request.query.get("resourceVersion", "")
         since = int(raw_rv) if raw_rv not in ("", "0") and raw_rv.isdigit() else None
         timeout = float(request.query.get("timeoutSeconds") or 1800)

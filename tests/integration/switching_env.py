@@ -26,7 +26,7 @@ PROFILE = "seed-kimi-k25-rtxpro6000"
 
 
 @dataclass(frozen=True)
-class Target:
+class ScrapeTarget:
     url: str  # the emulator's base URL
     namespace: str
     instance: str
@@ -42,7 +42,7 @@ def prometheus_binary() -> str:
     return binary
 
 
-def scrape_config(targets: list[Target], interval: float) -> str:
+def scrape_config(targets: list[ScrapeTarget], interval: float) -> str:
     """Static targets carrying the labels the PodMonitor relabels onto every series (and `namespace`)."""
     lines = [f"global: {{scrape_interval: {interval:g}s, evaluation_interval: {interval:g}s}}", "scrape_configs:"]
     lines += ["- job_name: sglang", "  static_configs:"]
@@ -57,7 +57,7 @@ def scrape_config(targets: list[Target], interval: float) -> str:
 class Prometheus:
     """A Prometheus process that can be stopped and started again on the same port and data."""
 
-    def __init__(self, workdir: Path, targets: list[Target], interval: float = 1.0) -> None:
+    def __init__(self, workdir: Path, targets: list[ScrapeTarget], interval: float = 1.0) -> None:
         self.config = workdir / "prometheus.yml"
         self.config.write_text(scrape_config(targets, interval), encoding="utf-8")
         self.data = workdir / "prometheus-data"

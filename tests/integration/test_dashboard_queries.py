@@ -22,7 +22,7 @@ from specserve.observability.dashboard import VARIABLE_QUERIES, Substitution, al
 from specserve_kubefake import HTTPROUTES, SPECSERVES, FakeApiServer
 from specserve_tools.emulator.testing import free_port
 from tests.integration.kube_emulator import eventually, operator_cluster, running_operator
-from tests.integration.switching_env import Load, Prometheus, Target, emulators, scrape_config
+from tests.integration.switching_env import Load, Prometheus, ScrapeTarget, emulators, scrape_config
 
 NS = "llm"
 NAME = "kimi-k25"
@@ -46,7 +46,7 @@ def operator_metrics() -> Iterator[int]:
 
 @pytest.fixture()
 def prometheus(tmp_path: Path, engines: list[str], operator_metrics: int) -> Iterator[Prometheus]:
-    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
+    targets = [ScrapeTarget(engines[0], NS, NAME, "speculative"), ScrapeTarget(engines[1], NS, NAME, "baseline")]
     server = Prometheus(tmp_path, targets, interval=1.0)
     # The operator as the chart's ServiceMonitor scrapes it: job = the metrics Service, its own labels kept.
     operator_job = (

@@ -15,7 +15,7 @@ import pytest
 
 from specserve_kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
 from specserve_tools.emulator.testing import free_port
-from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes
+from tests.integration.switching_env import Load, Prometheus, ScrapeTarget, emulator_processes
 from tests.integration.test_switching import (  # noqa: F401 (fixtures)
     NAME,
     NS,
@@ -158,7 +158,7 @@ async def test_weights_between_ready_pools_follow_demand_while_a_pool_is_stuck_m
 @pytest.fixture()
 def partial_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:  # noqa: F811
     """Scrapes one pod of each pool while the baseline pool runs two Ready pods."""
-    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
+    targets = [ScrapeTarget(engines[0], NS, NAME, "speculative"), ScrapeTarget(engines[1], NS, NAME, "baseline")]
     server = Prometheus(tmp_path, targets, interval=1.0)
     server.start()
     try:

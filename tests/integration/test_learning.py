@@ -21,7 +21,7 @@ from specserve_tools.emulator.profile import Profile, load_profile
 from specserve_tools.emulator.server import ENGINE_KEY, build_app
 from specserve_tools.emulator.testing import app_thread
 from tests.integration.kube_emulator import operator_cluster
-from tests.integration.switching_env import Load, Prometheus, Target
+from tests.integration.switching_env import Load, Prometheus, ScrapeTarget
 from tests.integration.test_switching import NAME, NS, condition, events, eventually, operator, status
 
 PROFILE = "illustrative-crossover-8b"
@@ -49,7 +49,10 @@ def engines() -> Iterator[Engines]:
 
 @pytest.fixture()
 def prometheus(tmp_path: Path, engines: Engines) -> Iterator[Prometheus]:
-    targets = [Target(engines.urls[0], NS, NAME, "speculative"), Target(engines.urls[1], NS, NAME, "baseline")]
+    targets = [
+        ScrapeTarget(engines.urls[0], NS, NAME, "speculative"),
+        ScrapeTarget(engines.urls[1], NS, NAME, "baseline"),
+    ]
     server = Prometheus(tmp_path, targets, interval=1.0)
     server.start()
     try:

@@ -20,7 +20,7 @@ from specserve_kubefake import CONFIGMAPS, DEPLOYMENTS, EVENTS, HTTPROUTES, PODS
 from specserve_tools.emulator.testing import free_port
 from tests.integration.kube_emulator import eventually as wait_for
 from tests.integration.kube_emulator import operator_cluster, running_operator
-from tests.integration.switching_env import Load, Prometheus, Target, emulator_processes, emulators
+from tests.integration.switching_env import Load, Prometheus, ScrapeTarget, emulator_processes, emulators
 
 NS = "llm"
 NAME = "kimi-k25"
@@ -38,7 +38,7 @@ def engines() -> Iterator[list[str]]:
 
 @pytest.fixture()
 def prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
-    targets = [Target(engines[0], NS, NAME, "speculative"), Target(engines[1], NS, NAME, "baseline")]
+    targets = [ScrapeTarget(engines[0], NS, NAME, "speculative"), ScrapeTarget(engines[1], NS, NAME, "baseline")]
     server = Prometheus(tmp_path, targets, interval=1.0)
     server.start()
     try:
@@ -254,7 +254,7 @@ async def manual_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncI
 
 @pytest.fixture()
 def engine_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
-    server = Prometheus(tmp_path, [Target(engines[0], NS, NAME, "engine")], interval=1.0)
+    server = Prometheus(tmp_path, [ScrapeTarget(engines[0], NS, NAME, "engine")], interval=1.0)
     server.start()
     try:
         yield server

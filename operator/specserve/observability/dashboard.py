@@ -24,7 +24,7 @@ TITLE = "SpecServe"
 
 
 @dataclass(frozen=True)
-class Target:
+class PanelQuery:
     expr: str
     legend: str = ""
     instant: bool = False
@@ -34,7 +34,7 @@ class Target:
 class PanelSpec:
     title: str
     description: str
-    targets: tuple[Target, ...]
+    targets: tuple[PanelQuery, ...]
     unit: str = "short"
     kind: Literal["timeseries", "table", "stat"] = "timeseries"
     width: int = 12
@@ -51,9 +51,9 @@ class RowSpec:
     repeat_by_name: bool = False
 
 
-def _quantiles(histogram: str) -> tuple[Target, ...]:
+def _quantiles(histogram: str) -> tuple[PanelQuery, ...]:
     return tuple(
-        Target(
+        PanelQuery(
             f"histogram_quantile({q}, sum by (specserve_pool, le) (rate({histogram}_bucket{{{ENGINE}}}[{RATE}])))",
             f"{{{{specserve_pool}}}} p{round(q * 100)}",
         )
@@ -67,33 +67,33 @@ OVERVIEW = RowSpec(
         PanelSpec(
             "Ready",
             "specserve_ready: 1 when the SpecServe's Ready condition is True.",
-            (Target("specserve_ready", "{{namespace}}/{{name}}"),),
+            (PanelQuery("specserve_ready", "{{namespace}}/{{name}}"),),
             width=6,
         ),
         PanelSpec(
             "Demand",
             "Requests in flight across each SpecServe's pods, smoothed (the switching loop's input).",
-            (Target("specserve_demand", "{{namespace}}/{{name}}"),),
+            (PanelQuery("specserve_demand", "{{namespace}}/{{name}}"),),
             width=6,
         ),
         PanelSpec(
             "Speculative weight",
             "HTTPRoute weight on the speculative pool (TrafficSplit).",
-            (Target('specserve_route_weight{pool="speculative"}', "{{namespace}}/{{name}}"),),
+            (PanelQuery('specserve_route_weight{pool="speculative"}', "{{namespace}}/{{name}}"),),
             unit="percent",
             width=6,
         ),
         PanelSpec(
             "Serving speculatively",
             "1 while the mode actually serving is Speculative.",
-            (Target('specserve_active_mode{mode="Speculative"}', "{{namespace}}/{{name}}"),),
+            (PanelQuery('specserve_active_mode{mode="Speculative"}', "{{namespace}}/{{name}}"),),
             width=6,
         ),
         PanelSpec(
             "Conditions",
             "Every condition's status and reason now; look for Ready=False, Degraded=True, MetricsAvailable=False, "
             "Switching=False/Paused.",
-            (Target("specserve_condition == 1", instant=True),),
+            (PanelQuery("specserve_condition == 1", instant=True),),
             kind="table",
             width=24,
         ),
@@ -108,8 +108,8 @@ SPECSERVE = RowSpec(
             "Demand (requests in flight) against the crossover per replica times the Ready replicas: above the "
             "line baseline serves more tokens/s, below it speculation does.",
             (
-                Target(f"specserve_demand{{{SEL}}}", "demand"),
-                Target(
+                PanelQuery(f"specserve_demand{{{SEL}}}", "demand"),
+                PanelQuery(
                     f"specserve_crossover_concurrency{{{SEL}}} * on (namespace, name) "
                     f"sum by (namespace, name) (specserve_pool_ready_replicas{{{SEL}}})",
                     "crossover x ready replicas",
@@ -121,9 +121,9 @@ SPECSERVE = RowSpec(
             "HTTPRoute weights on the route and as decided; the mode serving (1 = that mode). Decisions are the "
             "dashboard's annotations (action in the title, rule in the text).",
             (
-                Target(f"specserve_route_weight{{{SEL}}}", "route {{pool}}"),
-                Target(f"specserve_target_weight{{{SEL}}}", "decided {{pool}}"),
-                Target(f"specserve_active_mode{{{SEL}}} * 100", "mode {{mode}} (100 = serving)"),
+                PanelQuery(f"specserve_route_weight{{{SEL}}}", "route {{pool}}"),
+                PanelQuery(f"specserve_target_weight{{{SEL}}}", "decided {{pool}}"),
+                PanelQuery(f"specserve_active_mode{{{SEL}}} * 100", "mode {{mode}} (100 = serving)"),
             ),
             unit="percent",
         ),
@@ -131,7 +131,7 @@ SPECSERVE = RowSpec(
             "Tokens/s per pool",
             "Generated tokens per second, per pool (SGLang's generation_tokens_total).",
             (
-                Target(
+                PanelQuery(
                     f"sum by (specserve_pool) (rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}]))",
                     "{{specserve_pool}}",
                 ),
@@ -141,8 +141,10 @@ SPECSERVE = RowSpec(
             "Requests running and queued per pool",
             "SGLang's num_running_reqs and num_queue_reqs, summed per pool.",
             (
-                Target(f"sum by (specserve_pool) (sglang:num_running_reqs{{{ENGINE}}})", "{{specserve_pool}} running"),
-                Target(f"sum by (specserve_pool) (sglang:num_queue_reqs{{{ENGINE}}})", "{{specserve_pool}} queued"),
+                PanelQuery(
+                    f"sum by (specserve_pool) (sglang:num_running_reqs{{{ENGINE}}})", "{{specserve_pool}} running"
+                ),
+                PanelQuery(f"sum by (specserve_pool) (sglang:num_queue_reqs{{{ENGINE}}})", "{{specserve_pool}} queued"),
             ),
         ),
         PanelSpec(
@@ -162,18 +164,18 @@ SPECSERVE = RowSpec(
             "Mean accepted length of the speculative pods against spec.switching.calibratedAcceptLength: far below "
             "it, speculation runs but no longer pays (alert SpecServeAcceptLengthCollapsed).",
             (
-                Target(
+                PanelQuery(
                     f"avg by (specserve_pool) (sglang:spec_accept_length{{{DRAFTING}}})",
                     "{{specserve_pool}} live",
                 ),
-                Target(f"specserve_calibrated_accept_length{{{SEL}}}", "calibrated"),
+                PanelQuery(f"specserve_calibrated_accept_length{{{SEL}}}", "calibrated"),
             ),
         ),
         PanelSpec(
             "Active draft steps",
             "SGLang's spec_num_steps: the steps in use now (Adaptive moves them with the batch size; 0: drafting off).",
             (
-                Target(
+                PanelQuery(
                     f"avg by (specserve_pool) (sglang:spec_num_steps{{{DRAFTING}}})",
                     "{{specserve_pool}}",
                 ),
@@ -183,16 +185,16 @@ SPECSERVE = RowSpec(
             "Pool readiness",
             "Ready against desired pods per pool (from the Deployments).",
             (
-                Target(f"specserve_pool_ready_replicas{{{SEL}}}", "{{pool}} ready"),
-                Target(f"specserve_pool_desired_replicas{{{SEL}}}", "{{pool}} desired"),
+                PanelQuery(f"specserve_pool_ready_replicas{{{SEL}}}", "{{pool}} ready"),
+                PanelQuery(f"specserve_pool_desired_replicas{{{SEL}}}", "{{pool}} desired"),
             ),
         ),
         PanelSpec(
             "Restarts and the restart budget",
             "Restart strategy: restarts in the last 24 h against spec.switching.maxRestartsPerDay.",
             (
-                Target(f"specserve_restarts_used{{{SEL}}}", "restarts (24 h)"),
-                Target(f"specserve_restart_budget{{{SEL}}}", "budget"),
+                PanelQuery(f"specserve_restarts_used{{{SEL}}}", "restarts (24 h)"),
+                PanelQuery(f"specserve_restart_budget{{{SEL}}}", "budget"),
             ),
         ),
         PanelSpec(
@@ -200,10 +202,10 @@ SPECSERVE = RowSpec(
             "Switching evaluations per second by whether the load was known, and those without load by reason "
             "(NoData, Stale, QueryFailed, ...).",
             (
-                Target(
+                PanelQuery(
                     f"sum by (load) (rate(specserve_evaluations_total{{{SEL}}}[{RATE}]))", "evaluations, load {{load}}"
                 ),
-                Target(
+                PanelQuery(
                     f"sum by (reason) (increase(specserve_metric_errors_total{{{SEL}}}[{RATE}]))", "error {{reason}}"
                 ),
             ),
@@ -212,7 +214,7 @@ SPECSERVE = RowSpec(
             "Decisions",
             "Decisions other than Hold, by action and rule (the reason's leading words), and whether applied.",
             (
-                Target(
+                PanelQuery(
                     f"sum by (action, rule, applied) (increase(specserve_decisions_total{{{SEL}}}[{RATE}]))",
                     "{{action}}: {{rule}} (applied {{applied}})",
                 ),
@@ -228,7 +230,7 @@ OPERATOR = RowSpec(
             "Reconcile latency",
             "p50/p99 of one reconcile (reads, applies, status write).",
             tuple(
-                Target(
+                PanelQuery(
                     f"histogram_quantile({q}, sum by (le) (rate(specserve_reconcile_seconds_bucket[{RATE}])))",
                     f"p{round(q * 100)}",
                 )
@@ -241,7 +243,7 @@ OPERATOR = RowSpec(
             "Evaluation round latency",
             "p50/p99 of one switching round (all SpecServes due, reading included).",
             tuple(
-                Target(
+                PanelQuery(
                     f"histogram_quantile({q}, sum by (le) (rate(specserve_evaluation_round_seconds_bucket[{RATE}])))",
                     f"p{round(q * 100)}",
                 )
@@ -254,8 +256,8 @@ OPERATOR = RowSpec(
             "Leader and queries",
             "1 on the replica that acts (holds the Lease); Prometheus queries and pod scrapes per second.",
             (
-                Target("specserve_leader", "leader {{instance}}"),
-                Target(f"sum by (source) (rate(specserve_metric_queries_total[{RATE}]))", "queries {{source}}"),
+                PanelQuery("specserve_leader", "leader {{instance}}"),
+                PanelQuery(f"sum by (source) (rate(specserve_metric_queries_total[{RATE}]))", "queries {{source}}"),
             ),
             width=8,
         ),
@@ -265,7 +267,7 @@ OPERATOR = RowSpec(
 ROWS = (OVERVIEW, SPECSERVE, OPERATOR)
 
 # Decisions as annotations: the action in the title, the rule (the reason's leading words) in the text.
-DECISION_ANNOTATION = Target(
+DECISION_ANNOTATION = PanelQuery(
     f"sum by (namespace, name, action, rule, applied) (changes(specserve_decisions_total{{{SEL}}}[2m])) > 0"
 )
 
@@ -293,9 +295,9 @@ def substitute(expr: str, values: Substitution) -> str:
     return out
 
 
-def all_queries() -> list[tuple[str, PanelSpec | None, Target]]:
+def all_queries() -> list[tuple[str, PanelSpec | None, PanelQuery]]:
     """(row title, panel or None for the annotation, target) for every query the dashboard runs."""
-    out: list[tuple[str, PanelSpec | None, Target]] = [
+    out: list[tuple[str, PanelSpec | None, PanelQuery]] = [
         (row.title, panel, target) for row in ROWS for panel in row.panels for target in panel.targets
     ]
     out.append(("annotations", None, DECISION_ANNOTATION))

@@ -21,7 +21,9 @@ class BenchError(Exception):
 
 
 @dataclass(frozen=True)
-class Target:
+class Endpoint:
+    """The OpenAI-compatible endpoint a bench or the demo's load sends requests to, and how."""
+
     base_url: str
     model: str
     api: str = "chat"  # "chat" (/v1/chat/completions) or "completions" (/v1/completions)
@@ -46,17 +48,17 @@ def _error_message(body: str) -> str:
     return _short(body)
 
 
-def request_body(target: Target, prompt: str) -> dict[str, Any]:
+def request_body(endpoint: Endpoint, prompt: str) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "model": target.model,
-        "max_tokens": target.max_tokens,
+        "model": endpoint.model,
+        "max_tokens": endpoint.max_tokens,
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    if target.ignore_eos:
+    if endpoint.ignore_eos:
         body["ignore_eos"] = True  # SGLang/vLLM extension: fixed-length outputs
-    if target.api == "chat":
+    if endpoint.api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
@@ -87,12 +89,12 @@ async def sse_objects(content: aiohttp.StreamReader) -> AsyncIterator[Any]:
         yield json.loads(data)
 
 
-async def stream_one(session: aiohttp.ClientSession, target: Target, prompt: str, rec: RequestRecord) -> None:
+async def stream_one(session: aiohttp.ClientSession, endpoint: Endpoint, prompt: str, rec: RequestRecord) -> None:
     """Fill `rec` in place (so a cancelled request keeps the chunks it got); errors go to rec.error."""
-    path = "/v1/chat/completions" if target.api == "chat" else "/v1/completions"
+    path = "/v1/chat/completions" if endpoint.api == "chat" else "/v1/completions"
     clock = time.monotonic
     try:
-        async with session.post(target.base_url + path, json=request_body(target, prompt)) as resp:
+        async with session.post(endpoint.base_url + path, json=request_body(endpoint, prompt)) as resp:
             if resp.status != 200:
                 rec.error = f"HTTP {resp.status}: {_error_message(await resp.text())}"
                 return
@@ -115,7 +117,7 @@ async def stream_one(session: aiohttp.ClientSession, target: Target, prompt: str
         if rec.completion_tokens is None:  # server sent no usage: estimate from characters
             rec.completion_tokens = max(1, round(rec.chars / FALLBACK_CHARS_PER_TOKEN)) if rec.chars else 0
     except aiohttp.ClientConnectorError as exc:
-        rec.error = f"cannot connect to {target.base_url} ({exc.os_error.strerror or exc.os_error})"
+        rec.error = f"cannot connect to {endpoint.base_url} ({exc.os_error.strerror or exc.os_error})"
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
         rec.error = f"server closed the stream early ({type(exc).__name__})"
     except aiohttp.ClientError as exc:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import aiohttp
 
 from specserve_tools.bench import promtext
-from specserve_tools.bench.client import Target, get_text, stream_one
+from specserve_tools.bench.client import Endpoint, get_text, stream_one
 from specserve_tools.bench.results import BenchResult
 from specserve_tools.bench.stats import LevelStats, RequestRecord, relative_half_width, summarize, window_rates
 
@@ -98,7 +98,7 @@ def parse_levels(text: str) -> list[int]:
 
 async def run_level(
     session: aiohttp.ClientSession,
-    target: Target,
+    endpoint: Endpoint,
     prompts: Sequence[str],
     concurrency: int,
     plan: SweepPlan,
@@ -117,7 +117,7 @@ async def run_level(
         while not done.is_set():
             rec = RequestRecord(start=clock())
             run.records.append(rec)
-            await stream_one(session, target, prompts[next(prompt_counter) % len(prompts)], rec)
+            await stream_one(session, endpoint, prompts[next(prompt_counter) % len(prompts)], rec)
             if done.is_set():
                 return
             callbacks.request_done(rec.ok)
@@ -174,7 +174,7 @@ def _last_window_rate(run: LevelRun) -> float:
 
 async def run_sweep(
     session: aiohttp.ClientSession,
-    target: Target,
+    endpoint: Endpoint,
     prompts: Sequence[str],
     plan: SweepPlan,
     result: BenchResult,
@@ -185,12 +185,12 @@ async def run_sweep(
     for concurrency in plan.levels:
         warmup, requests = plan.counts(concurrency)
         callbacks.level_start(concurrency, warmup + plan.repeats * requests)
-        run = await run_level(session, target, prompts, concurrency, plan, callbacks, counter)
+        run = await run_level(session, endpoint, prompts, concurrency, plan, callbacks, counter)
         if run.t0 is not None and run.t1 is not None and run.t1 > run.t0:
             stats = summarize(
                 concurrency, run.records, run.t0, run.t1, run.errors, result.time_scale, bounds=run.bounds
             )
-            metrics = await get_text(session, target.base_url + "/metrics")
+            metrics = await get_text(session, endpoint.base_url + "/metrics")
             accept = promtext.accept_length(metrics) if metrics else None
             result.levels.append(_with_accept(stats, accept))
         if run.problem is not None:

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specserve.api.curves import CurveError
-from specserve_tools.bench.client import BenchError, Target, get_json, probe
+from specserve_tools.bench.client import BenchError, Endpoint, get_json, probe
 from specserve_tools.bench.plot import plot_curves
 from specserve_tools.bench.prompts import PromptFileError, load_prompts
 from specserve_tools.bench.results import BenchFileError, BenchResult, load_result, write_csv, write_json
@@ -259,7 +259,7 @@ async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str]
             started=datetime.now(UTC).isoformat(timespec="seconds"),
             server=server,
         )
-        target = Target(base_url, model, args.api, args.max_tokens, args.ignore_eos)
+        endpoint = Endpoint(base_url, model, args.api, args.max_tokens, args.ignore_eos)
 
         def save(res: BenchResult) -> None:
             write_json(res, paths["json"])
@@ -269,7 +269,7 @@ async def _measure(args: argparse.Namespace, plan: SweepPlan, prompts: list[str]
 
         progress, callbacks = _progress(console, args.quiet, save)
         with progress:
-            await run_sweep(session, target, prompts, plan, result, callbacks)
+            await run_sweep(session, endpoint, prompts, plan, result, callbacks)
     save(result)
     console.print(_table(result))
     written = ", ".join(str(p) for key, p in paths.items() if key != "png" or (not args.no_plot and result.levels))

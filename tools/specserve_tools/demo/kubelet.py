@@ -107,10 +107,10 @@ class Kubelet:
         replicas = int(dep.get("spec", {}).get("replicas", 1))
         surge, unavailable = rollout_limits(dep)
         current = template_hash(dep)
-        plan = plan_rollout(replicas, surge, unavailable, current, self._pods_of(name))
-        for pod_name in plan.stop:
+        changes = plan_rollout(replicas, surge, unavailable, current, self._pods_of(name))
+        for pod_name in changes.stop:
             self._terminate(self.pods[pod_name], services)
-        for _ in range(plan.start):
+        for _ in range(changes.start):
             await self._start_pod(dep, current)
 
     async def _start_pod(self, dep: JSON, current: str) -> None:

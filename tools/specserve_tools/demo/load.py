@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from specserve_tools.bench.client import Target, request_body, sse_objects
+from specserve_tools.bench.client import Endpoint, request_body, sse_objects
 from specserve_tools.demo.gateway import SERVED_BY
 
 PROMPT = "Explain speculative decoding to a new engineer."
@@ -105,8 +105,8 @@ class LoadGenerator:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _client(self, index: int, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
-        target = Target(self.url, self.model, max_tokens=self.max_tokens)
-        body = request_body(target, PROMPT)
+        endpoint = Endpoint(self.url, self.model, max_tokens=self.max_tokens)
+        body = request_body(endpoint, PROMPT)
         while not stop.is_set():
             if index >= self.target():
                 with contextlib.suppress(TimeoutError):

@@ -61,12 +61,14 @@ def rollout_limits(deployment: JSON) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PodChanges:
+    """What one step of a RollingUpdate does to a Deployment's pods."""
+
     start: int  # new pods to start
     stop: tuple[str, ...]  # pods to terminate
 
 
-def plan_rollout(replicas: int, surge: int, unavailable: int, current_hash: str, pods: list[Pod]) -> Plan:
+def plan_rollout(replicas: int, surge: int, unavailable: int, current_hash: str, pods: list[Pod]) -> PodChanges:
     """One step of a RollingUpdate (pure): start new pods within the surge, stop old (then excess) pods while
     enough Ready pods remain. Unready old pods go first: stopping them costs no capacity."""
     live = [p for p in pods if p.phase != Phase.TERMINATING]
@@ -86,4 +88,4 @@ def plan_rollout(replicas: int, surge: int, unavailable: int, current_hash: str,
     excess = len(new) - replicas  # a scale-down: no availability floor, as in Kubernetes
     if excess > 0:
         stop.extend(p.name for p in sorted(new, key=lambda p: p.phase == Phase.READY)[:excess])
-    return Plan(start, tuple(stop))
+    return PodChanges(start, tuple(stop))
