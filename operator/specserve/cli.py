@@ -141,17 +141,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(resolved, str):
         print(resolved, file=sys.stderr)
         return 2
+    return run_subcommand(name, resolved, argv[1:])
+
+
+def run_subcommand(name: str, command: Subcommand, argv: Sequence[str]) -> int:
+    """Parse `argv` with the command's flags and run it: a missing extra, an interrupt or an unexpected error is
+    one line on stderr and an exit code, never a traceback."""
     try:
-        module = importlib.import_module(resolved.module)
+        module = importlib.import_module(command.module)
     except ImportError as exc:
-        message = _missing_extra_message(name, resolved, exc)
+        message = _missing_extra_message(name, command, exc)
         if message is None:
             raise
         print(message, file=sys.stderr)
         return 2
-    sub = argparse.ArgumentParser(prog=f"specserve {name}", description=resolved.help)
+    sub = argparse.ArgumentParser(prog=f"specserve {name}", description=command.help)
     module.add_arguments(sub)
-    args = sub.parse_args(argv[1:])
+    args = sub.parse_args(list(argv))
     try:
         code: int = module.run(args)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head)
@@ -160,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"specserve {name}: interrupted", file=sys.stderr)
         return 130
     except ImportError as exc:  # a lazily imported extra (matplotlib for plots)
-        message = _missing_extra_message(name, resolved, exc)
+        message = _missing_extra_message(name, command, exc)
         print(message or f"specserve {name}: cannot import {exc.name}: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # the last resort: one line instead of a traceback

@@ -145,3 +145,17 @@ def test_a_broken_plugin_is_one_line(capsys: pytest.CaptureFixture[str], monkeyp
     code, _, err = run(capsys, "demo")
     assert code == 2 and "specserve demo: cannot load specserve_tools.no_such_module:DEMO" in err
     assert "Traceback" not in err
+
+
+def test_the_tools_run_without_their_entry_points_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m specserve_tools COMMAND` (a checkout on PYTHONPATH, no installed metadata) runs the same
+    commands the entry points register."""
+    from specserve.cli import plugin_commands  # noqa: PLC0415
+    from specserve_tools.__main__ import main as tools_main  # noqa: PLC0415
+    from specserve_tools.commands import COMMANDS as TOOLS  # noqa: PLC0415
+
+    assert {name: plugin_commands()[name] for name in TOOLS} == TOOLS
+    with pytest.raises(SystemExit) as exc:
+        tools_main(["emulate", "--help"])
+    assert exc.value.code == 0 and "usage: specserve emulate" in capsys.readouterr().out
+    assert tools_main(["nope"]) == 2 and "usage: python -m specserve_tools" in capsys.readouterr().err

@@ -29,3 +29,6 @@ DEMO = Subcommand(
     "the operator's whole loop on one machine, live (no GPU, no cluster)",
     BENCH_EXTRA,
 )
+
+# By name, as tools/pyproject.toml registers them (python -m specserve_tools runs them without the entry points).
+COMMANDS = {"emulate": EMULATE, "bench": BENCH, "calibrate": CALIBRATE, "simulate": SIMULATE, "demo": DEMO}

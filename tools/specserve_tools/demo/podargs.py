@@ -36,10 +36,12 @@ def emulator_argv(
             i += 1
     for src, dst in (mounts or {}).items():
         kept = [dst + a[len(src) :] if a.startswith(src) else a for a in kept]
+    # `python -m specserve_tools emulate` is `specserve emulate` without the entry-point lookup (works from a
+    # checkout on PYTHONPATH too).
     return [
         sys.executable,
         "-m",
-        "specserve.cli",
+        "specserve_tools",
         "emulate",
         *kept,
         *to_argv(host="127.0.0.1", port=port, profile=profile, startup_seconds=startup_seconds, time_scale=time_scale),
