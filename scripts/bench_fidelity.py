@@ -21,8 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import free_port
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.testing import free_port
 
 # K per profile: long enough requests at C=1 (client round trips stay < 2% of a request), short enough at C=250.
 DEFAULT_TIME_SCALE = {"seed-kimi-k25-rtxpro6000": 10.0, "eagle3-llama31-8b-h100": 2.0}

@@ -41,18 +41,18 @@ sys.path.insert(0, str(ROOT))  # the integration tests' environment (tests.integ
 
 import yaml  # noqa: E402
 from kubernetes.config import kube_config  # noqa: E402
-from tests.integration.switching_env import Load, Prometheus, Target, emulators  # noqa: E402
+from tests.integration.switching_env import Load, Prometheus, ScrapeTarget, emulators  # noqa: E402
 
 from specserve.commands.run import serve  # noqa: E402
 from specserve.config import OperatorConfig  # noqa: E402
-from specserve.emulator.testing import free_port  # noqa: E402
 from specserve.kube.client import ClientOptions, KubeClient  # noqa: E402
 from specserve.kube.kinds import DEPLOYMENT, Kind  # noqa: E402
-from specserve.kubefake import HTTPROUTES, FakeApiServer, write_kubeconfig  # noqa: E402
 from specserve.metrics.prometheus import PrometheusSource  # noqa: E402
 from specserve.metrics.promql import Windows  # noqa: E402
 from specserve.policy.switching import decide  # noqa: E402
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked  # noqa: E402
+from specserve_kubefake import HTTPROUTES, FakeApiServer, write_kubeconfig  # noqa: E402
+from specserve_tools.emulator.testing import free_port  # noqa: E402
 
 NS = "bench"
 JSON = dict[str, Any]
@@ -168,7 +168,7 @@ def bench_round(sizes: list[int]) -> list[JSON]:
         (work / "www" / "metrics").write_text(exposition(names), encoding="utf-8")
         port = free_port()
         web = serve_dir(work / "www", port)
-        prom = Prometheus(work, [Target(f"http://127.0.0.1:{port}", NS, "ignored", "ignored")], interval=1.0)
+        prom = Prometheus(work, [ScrapeTarget(f"http://127.0.0.1:{port}", NS, "ignored", "ignored")], interval=1.0)
         honour(prom)
         try:
             prom.start()
@@ -210,8 +210,8 @@ def bench_round(sizes: list[int]) -> list[JSON]:
 async def reaction_once(workdir: Path, interval: int, up: int, scrape: float) -> JSON:
     with emulators(2) as urls:
         name = "react"
-        prom = Prometheus(workdir, [Target(urls[0], NS, name, "speculative"), Target(urls[1], NS, name, "baseline")],
-                          interval=scrape)  # fmt: skip
+        targets = [ScrapeTarget(urls[0], NS, name, "speculative"), ScrapeTarget(urls[1], NS, name, "baseline")]
+        prom = Prometheus(workdir, targets, interval=scrape)
         prom.start()
         load = Load(urls[0])
         try:
@@ -314,13 +314,13 @@ def bench_rss(count: int, steady_seconds: float, resync_seconds: float, operator
         (work / "www" / "metrics").write_text(exposition(names), encoding="utf-8")
         web_port, api_port = free_port(), free_port()
         web = serve_dir(work / "www", web_port)
-        prom = Prometheus(work, [Target(f"http://127.0.0.1:{web_port}", NS, "ignored", "ignored")], interval=1.0)
+        prom = Prometheus(work, [ScrapeTarget(f"http://127.0.0.1:{web_port}", NS, "ignored", "ignored")], interval=1.0)
         prom.config.write_text(
             prom.config.read_text().replace("- job_name: sglang\n", "- job_name: sglang\n  honor_labels: true\n")
         )
         kubeconfig = work / "kubeconfig"
         fake = subprocess.Popen(
-            [sys.executable, "-m", "specserve.kubefake", "--port", str(api_port), "--auto-ready", "--namespace", NS,
+            [sys.executable, "-m", "specserve_kubefake", "--port", str(api_port), "--auto-ready", "--namespace", NS,
              "--kubeconfig", str(kubeconfig)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chaos soak (a benchmark, not a test): N SpecServes on specserve.kubefake with the real operator, changing
+"""Chaos soak (a benchmark, not a test): N SpecServes on specserve_kubefake with the real operator, changing
 load, faults injected at random, invariants checked continuously by sampling the fake's store.
 
     .venv/bin/python scripts/chaos_soak.py --specserves 20 --minutes 3 --seed 1 [--json soak.json]
@@ -67,7 +67,8 @@ from typing import Any
 import aiohttp.web
 import yaml
 
-from specserve.kubefake import (
+from specserve.layout import LABEL_INSTANCE
+from specserve_kubefake import (
     DEPLOYMENTS,
     HTTPROUTES,
     LEASES,
@@ -76,7 +77,6 @@ from specserve.kubefake import (
     FakeApiServer,
     write_kubeconfig,
 )
-from specserve.layout import LABEL_INSTANCE
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The local demo (README's first command): the operator's whole loop, live, on one machine, no GPU, no cluster.
-#   emulated: the Kubernetes API (specserve.kubefake), the pods (a local kubelet running SGLang emulators);
+#   emulated: the Kubernetes API (specserve_kubefake), the pods (a local kubelet running SGLang emulators);
 #   real:     the operator (`specserve run`), Prometheus and HAProxy (Debian packages), the load through HAProxy.
 # Installs what it needs on a fresh machine (Debian, root), then runs `specserve demo` with any flags given,
 # e.g. `bash scripts/demo.sh --profile seed-kimi-k25-rtxpro6000` or `--strategy Adaptive`. Output: out/demo/.
@@ -17,5 +17,6 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q -e '.[demo]' 2>&1 | grep -v '^WARNING: Location' || true
+# The operator, the fake API server and the tools (whose entry points give `specserve` its demo command).
+.venv/bin/python -m pip install -q -e . -e ./kubefake -e './tools[demo]' 2>&1 | grep -v '^WARNING: Location' || true
 exec .venv/bin/specserve demo "$@"

@@ -1,7 +1,7 @@
-"""How fast is specserve.kubefake? Seeds N SpecServes and their rendered children over HTTP, then measures
+"""How fast is specserve_kubefake? Seeds N SpecServes and their rendered children over HTTP, then measures
 requests/s and the server's CPU seconds per request for GET, LIST, apply (no-op and changing) and status patches.
 
-The server runs in its own process (`python -m specserve.kubefake`) so its CPU is measured alone (from /proc).
+The server runs in its own process (`python -m specserve_kubefake`) so its CPU is measured alone (from /proc).
 
     .venv/bin/python scripts/kubefake_bench.py [--specserves 200] [--concurrency 8]
 """
@@ -92,7 +92,7 @@ def _object_path(manifest: dict[str, Any]) -> str:
 async def bench(count: int, concurrency: int) -> dict[str, Any]:
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "specserve.kubefake", "--port", str(port), "--namespace", NS],
+        [sys.executable, "-m", "specserve_kubefake", "--port", str(port), "--namespace", NS],
         stdout=subprocess.DEVNULL,
     )
     try:

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q -e '.[bench]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e . -e './tools[bench]' 2>&1 | grep -v '^WARNING: Location' || true
 specserve=.venv/bin/specserve
 
 if [ $# -gt 0 ]; then exec "$specserve" render "$1"; fi

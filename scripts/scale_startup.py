@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/scale_startup.py --count 200
 
-This process hosts the fake API server (specserve.kubefake, Deployments marked ready by its kubelet stand-in) and
+This process hosts the fake API server (specserve_kubefake, Deployments marked ready by its kubelet stand-in) and
 a Gateway controller stand-in that accepts each HTTPRoute; the operator (`specserve run`) is a subprocess, so its
 CPU and memory are its own (read from /proc). Figures:
 - seconds from the operator's start until every SpecServe has status.observedGeneration == metadata.generation,
@@ -38,9 +38,9 @@ from typing import Any
 
 import yaml
 
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
-from specserve.kubefake.controllers import set_route_accepted
-from specserve.kubefake.recording import RecordedRequest
+from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve_kubefake.controllers import set_route_accepted
+from specserve_kubefake.recording import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"

@@ -24,15 +24,16 @@ haproxy -v 2>&1 | sed -n 1p
 step "Python environment (.venv)"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import specserve, kopf, kmock'
+# Three distributions, all editable: the operator (with the checks), the fake API server and the tools.
+.venv/bin/python -m pip install -q -e '.[dev]' -e ./kubefake -e './tools[demo]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import specserve, specserve_tools, specserve_kubefake, kopf, kmock'
 
 step "kubectl and helm (.tools/bin)"
 bash scripts/install-kube-tools.sh "$root/.tools/bin"
 export PATH="$root/.tools/bin:$root/.venv/bin:$PATH"
 
 step "ruff"
-ruff check operator tests scripts
+ruff check operator tools kubefake tests scripts
 step "mypy (strict)"
 mypy
 step "import layers (import-linter; the contracts are in pyproject.toml)"

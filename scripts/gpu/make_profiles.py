@@ -1,6 +1,6 @@
 """The measured H200 emulator profiles from the raw real-engine sweeps in docs/real-engine/ (run here, not on the GPU).
 
-usage: python3 scripts/gpu/make_profiles.py        writes operator/specserve/emulator/profiles/h200-*.json
+usage: python3 scripts/gpu/make_profiles.py        writes tools/specserve_tools/emulator/profiles/h200-*.json
 Each level is the mean of the repeated sweeps (h200-<mode>-r1/-r2.json); the spread between them is kept in the
 profile's notes. Dummy weights: the compute is real, acceptance is set by construction (see docs/real-engine.md).
 """

@@ -218,7 +218,7 @@ def launch(
             subst.append(f"env {e['name']} (from a Secret) dropped: nothing is downloaded")
     argv = pod.command + args
     if os.environ.get("FAKE_ENGINE"):  # a dry run of this script on a CPU machine: the emulator, same port
-        from specserve.demo.podargs import emulator_argv  # noqa: PLC0415  (the dry run only)
+        from specserve_tools.demo.podargs import emulator_argv  # noqa: PLC0415  (the dry run only)
 
         argv = emulator_argv(args, port, "eagle3-llama31-8b-h100", 3.0, time_scale=float(os.environ["FAKE_ENGINE"]))
     log_path = out / f"server-{tag}.log"
@@ -425,17 +425,17 @@ async def sampled(res: dict[str, Any]) -> AsyncIterator[tuple[aiohttp.ClientSess
 
 async def bench(run: Running, label: str, name: str, out: Path, levels: str, max_tokens: int) -> dict[str, Any]:
     help_text = subprocess.run(
-        [sys.executable, "-m", "specserve.cli", "bench", "--help"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "specserve_tools", "bench", "--help"], capture_output=True, text=True, check=False
     ).stdout
     repeat = ["--repeats", "3"] if "--repeats" in help_text else []
     runs = 1 if repeat else 2  # without the repeats flag, two plain sweeps (the calibrate branch compares them)
     done = []
     for i in range(runs):
         stem = name if runs == 1 else f"{name}-r{i + 1}"
-        argv = [
+        argv = [  # the tools' own entry (the GPU machine runs a checkout on PYTHONPATH: no installed entry points)
             sys.executable,
             "-m",
-            "specserve.cli",
+            "specserve_tools",
             "bench",
             "--url",
             f"http://127.0.0.1:{run.port}",

@@ -2,11 +2,11 @@
 # On the GPU machine, from the repository root, with .gpu carried (docs/real-engine.md says how to fill it):
 #   bash .gpu/scripts/gpu/run.sh PHASE [DEADLINE_S]      PHASE: core | adaptive (scripts/gpu/real_engine.py)
 # Unpacks the offline SGLang 0.5.17 overlay, makes the dummy-weight model configs (Llama-3.1-8B shape, EAGLE-3 draft),
-# runs the driver with this repository's operator (.gpu/operator), and packs logs into $OUT (at most 8 files return).
+# runs the driver with this repository's operator and tools (.gpu/operator, .gpu/tools), and packs logs into $OUT (at most 8 files return).
 G=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; S=/tmp/sgl-site; W=/tmp/work
 PHASE=${1:-core}; DEADLINE=${2:-500}
 export SGLANG_ENABLE_JIT_DEEPGEMM=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-export PYTHONPATH=$S:$G/operator
+export PYTHONPATH=$S:$G/operator:$G/tools  # the operator and the tools (bench) of this checkout
 t0=$SECONDS
 [ -d $S/sglang ] || { mkdir -p $S && python3 -c "import sys,tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$G/sglang-0.5.17-site.tar.xz" $S; } || exit 1
 # deep_gemm is imported (not used) by the DSA attention module during EAGLE cuda-graph capture on 0.5.17

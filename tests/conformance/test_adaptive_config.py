@@ -19,10 +19,10 @@ import pytest
 
 from specserve.api.models import Strategy
 from specserve.api.validation import InvalidSpecServe, parse_object
-from specserve.bench.calibrate import Verdict, adaptive_config_for
 from specserve.render.adaptive import SPEC_CAPTURE_SIZES, sglang_config_file
 from specserve.render.engine import adaptive_steps
 from specserve.versions import RELEASES
+from specserve_tools.bench.calibrate import Verdict, adaptive_config_for
 from tests.conformance.cases import BASE, Case, adaptive_files, all_cases, cases_of
 from tests.conformance.conftest import sglang_env
 

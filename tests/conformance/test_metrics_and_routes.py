@@ -20,9 +20,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from specserve.emulator.metrics import build_metrics
 from specserve.render import render
 from specserve.versions import DEFAULT_VERSION, RELEASES
+from specserve_tools.emulator.metrics import build_metrics
 from tests.conformance.cases import ROOT, all_cases
 from tests.conformance.conftest import SUPPORTED_VERSIONS, sglang_env
 from tests.conformance.sglang_source import MetricDef, http_routes, metric_definitions, mounts

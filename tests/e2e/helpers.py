@@ -12,10 +12,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from specserve.demo.kubelet import free_port
-from specserve.demo.podargs import emulator_argv
-from specserve.demo.procs import Child, Supervisor
-from specserve.kubefake import FakeApiServer
+from specserve_kubefake import FakeApiServer
+from specserve_tools.demo.kubelet import free_port
+from specserve_tools.demo.podargs import emulator_argv
+from specserve_tools.demo.procs import Child, Supervisor
 
 needs_haproxy = pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy not installed (apt-get install)")
 needs_prometheus = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specserve.demo.procs import group_alive
+from specserve_tools.demo.procs import group_alive
 from tests.e2e.helpers import needs_haproxy, needs_prometheus
 
 DEMO = [sys.executable, "-m", "specserve.cli", "demo", "--plain"]

@@ -9,16 +9,16 @@ from pathlib import Path
 import aiohttp
 
 from specserve.api.validation import parse_object
-from specserve.demo.gateway import Endpoint, accepted, route_weights, server_weights, start_gateway
-from specserve.demo.kubeapi import DemoApi
-from specserve.demo.kubelet import free_port
-from specserve.demo.load import Record, stream
-from specserve.demo.procs import group_alive
-from specserve.demo.scenario import NAME, NAMESPACE, Scenario
-from specserve.demo.wiring import NAMESPACES, Demo, Options
-from specserve.emulator.profile import load_profile
 from specserve.kube.kinds import HTTPROUTE
 from specserve.render import render
+from specserve_tools.demo.gateway import Endpoint, accepted, route_weights, server_weights, start_gateway
+from specserve_tools.demo.kubeapi import DemoApi
+from specserve_tools.demo.kubelet import free_port
+from specserve_tools.demo.load import Record, stream
+from specserve_tools.demo.procs import group_alive
+from specserve_tools.demo.scenario import NAME, NAMESPACE, Scenario
+from specserve_tools.demo.wiring import NAMESPACES, Demo, Options
+from specserve_tools.emulator.profile import load_profile
 from tests.e2e.helpers import fake_cluster, needs_haproxy, start_emulator, supervisor
 
 BODY = {

@@ -14,17 +14,17 @@ from typing import Any
 import aiohttp
 
 from specserve.api.validation import parse_object
-from specserve.demo.gateway import Endpoint
-from specserve.demo.kubeapi import DemoApi
-from specserve.demo.kubelet import Kubelet
-from specserve.demo.load import Record, stream
-from specserve.demo.procs import Supervisor, group_alive
-from specserve.demo.rollout import Phase, Pod, plan_rollout, rollout_limits
-from specserve.demo.scenario import NAMESPACE, Scenario
-from specserve.emulator.profile import load_profile
 from specserve.kube.kinds import DEPLOYMENT, SERVICE, Kind
-from specserve.kubefake import FakeApiServer
 from specserve.render import render
+from specserve_kubefake import FakeApiServer
+from specserve_tools.demo.gateway import Endpoint
+from specserve_tools.demo.kubeapi import DemoApi
+from specserve_tools.demo.kubelet import Kubelet
+from specserve_tools.demo.load import Record, stream
+from specserve_tools.demo.procs import Supervisor, group_alive
+from specserve_tools.demo.rollout import Phase, Pod, plan_rollout, rollout_limits
+from specserve_tools.demo.scenario import NAMESPACE, Scenario
+from specserve_tools.emulator.profile import load_profile
 from tests.e2e.helpers import fake_cluster
 
 NAMESPACES = Kind("v1", "Namespace", "namespaces")

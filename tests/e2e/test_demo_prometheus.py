@@ -11,12 +11,12 @@ from typing import Any
 import aiohttp
 
 from specserve.api.validation import parse_object
-from specserve.demo.gateway import start_gateway
-from specserve.demo.kubelet import free_port
-from specserve.demo.prometheus import Prometheus, start_prometheus, target_labels, write_targets
-from specserve.demo.scenario import NAME, NAMESPACE, Scenario
-from specserve.emulator.profile import load_profile
 from specserve.render import render
+from specserve_tools.demo.gateway import start_gateway
+from specserve_tools.demo.kubelet import free_port
+from specserve_tools.demo.prometheus import Prometheus, start_prometheus, target_labels, write_targets
+from specserve_tools.demo.scenario import NAME, NAMESPACE, Scenario
+from specserve_tools.emulator.profile import load_profile
 from tests.e2e.helpers import needs_haproxy, needs_prometheus, start_emulator, supervisor
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specserve.kubefake import FakeApiServer
+from specserve_kubefake import FakeApiServer
 from tests.integration.kube_emulator import operator_cluster
-from tests.integration.switching_env import Load, Prometheus, Target, emulators, pool_targets, running_prometheus
+from tests.integration.switching_env import Load, Prometheus, ScrapeTarget, emulators, pool_targets, running_prometheus
 from tests.integration.switching_world import NAME, NS
 
 
@@ -44,7 +44,7 @@ def prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
 @pytest.fixture()
 def engine_prometheus(tmp_path: Path, engines: list[str]) -> Iterator[Prometheus]:
     """Scrapes the first engine as the single pool (`engine`) of a Restart or Adaptive SpecServe."""
-    with running_prometheus(tmp_path, [Target(engines[0], NS, NAME, "engine")]) as server:
+    with running_prometheus(tmp_path, [ScrapeTarget(engines[0], NS, NAME, "engine")]) as server:
         yield server
 
 

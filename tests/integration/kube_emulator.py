@@ -1,8 +1,8 @@
-"""The integration suite's cluster: specserve.kubefake's FakeApiServer (a strict in-memory API server over HTTP).
+"""The integration suite's cluster: specserve_kubefake's FakeApiServer (a strict in-memory API server over HTTP).
 
 It behaves like a real API server where the operator depends on it (defaults and omitempty on stored objects,
 uid/resourceVersion/generation, the status subresource, server-side apply with managedFields, validation,
-finalizers and garbage collection); see specserve/kubefake/__init__.py.
+finalizers and garbage collection); see specserve_kubefake/__init__.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from specserve.commands.run import serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kubefake import FakeApiServer, write_kubeconfig
+from specserve_kubefake import FakeApiServer, write_kubeconfig
 
 __all__ = [
     "FakeApiServer",

@@ -18,15 +18,15 @@ import aiohttp
 import pytest
 import requests
 
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import emulator_thread, free_port
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.testing import emulator_thread, free_port
 
 PROFILE = "seed-kimi-k25-rtxpro6000"
 
 
 @dataclass(frozen=True)
-class Target:
+class ScrapeTarget:
     url: str  # the emulator's base URL
     namespace: str
     instance: str
@@ -42,7 +42,7 @@ def prometheus_binary() -> str:
     return binary
 
 
-def scrape_config(targets: list[Target], interval: float) -> str:
+def scrape_config(targets: list[ScrapeTarget], interval: float) -> str:
     """Static targets carrying the labels the PodMonitor relabels onto every series (and `namespace`)."""
     lines = [f"global: {{scrape_interval: {interval:g}s, evaluation_interval: {interval:g}s}}", "scrape_configs:"]
     lines += ["- job_name: sglang", "  static_configs:"]
@@ -57,7 +57,7 @@ def scrape_config(targets: list[Target], interval: float) -> str:
 class Prometheus:
     """A Prometheus process that can be stopped and started again on the same port and data."""
 
-    def __init__(self, workdir: Path, targets: list[Target], interval: float = 1.0, more_jobs: str = "") -> None:
+    def __init__(self, workdir: Path, targets: list[ScrapeTarget], interval: float = 1.0, more_jobs: str = "") -> None:
         self.config = workdir / "prometheus.yml"
         self.config.write_text(scrape_config(targets, interval) + more_jobs, encoding="utf-8")
         self.data = workdir / "prometheus-data"
@@ -91,13 +91,16 @@ class Prometheus:
             self.process = None
 
 
-def pool_targets(urls: list[str], namespace: str, instance: str) -> list[Target]:
+def pool_targets(urls: list[str], namespace: str, instance: str) -> list[ScrapeTarget]:
     """The first engine as the SpecServe's speculative pool, the second as its baseline pool."""
-    return [Target(urls[0], namespace, instance, "speculative"), Target(urls[1], namespace, instance, "baseline")]
+    return [
+        ScrapeTarget(urls[0], namespace, instance, "speculative"),
+        ScrapeTarget(urls[1], namespace, instance, "baseline"),
+    ]
 
 
 @contextlib.contextmanager
-def running_prometheus(workdir: Path, targets: list[Target], more_jobs: str = "") -> Iterator[Prometheus]:
+def running_prometheus(workdir: Path, targets: list[ScrapeTarget], more_jobs: str = "") -> Iterator[Prometheus]:
     """A started Prometheus scraping `targets` every second (and any `more_jobs`, scrape_configs entries), stopped
     when the block ends."""
     server = Prometheus(workdir, targets, interval=1.0, more_jobs=more_jobs)

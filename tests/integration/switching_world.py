@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserve.config import OperatorConfig
-from specserve.emulator.testing import free_port
-from specserve.kubefake import EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from specserve_kubefake import EVENTS, HTTPROUTES, PODS, SPECSERVES, FakeApiServer
+from specserve_tools.emulator.testing import free_port
 from tests.integration.kube_emulator import eventually as wait_for
 from tests.integration.kube_emulator import running_operator
 from tests.integration.switching_env import Load, emulator_processes

@@ -17,9 +17,9 @@ from prometheus_client import start_http_server
 
 from specserve import telemetry
 from specserve.config import OperatorConfig
-from specserve.emulator.testing import free_port
-from specserve.kubefake import HTTPROUTES, SPECSERVES, FakeApiServer
 from specserve.observability.dashboard import VARIABLE_QUERIES, Substitution, all_queries, substitute
+from specserve_kubefake import HTTPROUTES, SPECSERVES, FakeApiServer
+from specserve_tools.emulator.testing import free_port
 from tests.integration.kube_emulator import eventually, running_operator
 from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
 from tests.integration.switching_world import NAME, NS, spec_weight, switching_doc

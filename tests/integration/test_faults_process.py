@@ -13,8 +13,8 @@ import pytest
 from specserve.commands.run import LeadershipLostError, serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SERVICES, SPECSERVES
 from specserve.layout import LABEL_INSTANCE
+from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SERVICES, SPECSERVES
 from tests.integration.kube_emulator import eventually, running_operator
 from tests.integration.test_ha import NS, RESYNC, ThreadedFake, config, converged, lease_config, seeded, threaded_fake
 

@@ -1,4 +1,4 @@
-"""Stuck and failed rolls against the real operator (kopf + reconcile + KubeClient) and specserve.kubefake: the
+"""Stuck and failed rolls against the real operator (kopf + reconcile + KubeClient) and specserve_kubefake: the
 cause is named in status within one resync with one Warning event, a failed pool is contained (the other pool
 never rolls, traffic stays on Ready pools), an HPA scale is no roll, and a mutating webhook causes no perpetual
 roll.
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from specserve.config import OperatorConfig
-from specserve.kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
-from specserve.kubefake import fields as fake_fields
-from specserve.kubefake.resources import ResourceType
+from specserve_kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
+from specserve_kubefake import fields as fake_fields
+from specserve_kubefake.resources import ResourceType
 from tests.integration.kube_emulator import eventually, running_operator
 from tests.integration.test_safe_reconcile import (
     NAME,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, SPECSERVES, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, SPECSERVES, FakeApiServer
 from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
 from tests.integration.switching_world import (
     DIRECT_HOSTS,

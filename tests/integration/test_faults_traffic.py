@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, SPECSERVES, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, SPECSERVES, FakeApiServer
 from tests.integration.kube_emulator import eventually, operator_cluster
 from tests.integration.test_safe_reconcile import (
     NAME,

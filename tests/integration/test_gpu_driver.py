@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_driver_runs_the_rendered_pods_and_drains_without_loss(tmp_path: Path) -> None:
-    env = dict(os.environ, FAKE_ENGINE="20", PYTHONPATH=str(ROOT / "operator"))
+    env = dict(os.environ, FAKE_ENGINE="20", PYTHONPATH=os.pathsep.join(str(ROOT / d) for d in ("operator", "tools")))
     proc = subprocess.run(
         [
             sys.executable,

@@ -19,7 +19,7 @@ from specserve.commands.run import serve
 from specserve.config import FINALIZER, LeaderElection, OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
-from specserve.kubefake import LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
+from specserve_kubefake import LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
 from tests.integration.kube_emulator import eventually, running_operator
 
 NS = "llm"

@@ -14,11 +14,11 @@ import pytest
 
 from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.curves import Curve
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.profile import Profile, load_profile
-from specserve.emulator.server import ENGINE_KEY, build_app
-from specserve.emulator.testing import app_thread
-from specserve.kubefake import FakeApiServer
+from specserve_kubefake import FakeApiServer
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.profile import Profile, load_profile
+from specserve_tools.emulator.server import ENGINE_KEY, build_app
+from specserve_tools.emulator.testing import app_thread
 from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
 from tests.integration.switching_world import (
     NAME,

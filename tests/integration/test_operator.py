@@ -1,4 +1,4 @@
-"""The real operator (kopf + specserve.reconcile + KubeClient) against specserve.kubefake's API server over HTTP."""
+"""The real operator (kopf + specserve.reconcile + KubeClient) against specserve_kubefake's API server over HTTP."""
 
 from __future__ import annotations
 

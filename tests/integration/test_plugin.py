@@ -1,5 +1,5 @@
 """`kubectl specserve` as a user types it: the real kubectl finds the plugin on PATH (kubectl-specserve) and runs
-it against specserve.kubefake with KUBECONFIG, while the real operator runs. pause/resume go through the
+it against specserve_kubefake with KUBECONFIG, while the real operator runs. pause/resume go through the
 operator: it honours the annotation (Switching=False, reason Paused) and lets go of it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from specserve.config import OperatorConfig
-from specserve.kubefake import SPECSERVES, FakeApiServer
+from specserve_kubefake import SPECSERVES, FakeApiServer
 from tests.chart.chartlib import tool
 from tests.integration.kube_emulator import eventually, operator_cluster, running_operator
 

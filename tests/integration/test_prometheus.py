@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import emulator_thread, free_port
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.testing import emulator_thread, free_port
 
 IN_FLIGHT = 12
 LOAD_QUERY = "sum(sglang:num_running_reqs) + sum(sglang:num_queue_reqs)"

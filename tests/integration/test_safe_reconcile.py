@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from specserve.config import OperatorConfig
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer
 from tests.integration.kube_emulator import eventually, operator_cluster, running_operator
 
 NS = "llm"

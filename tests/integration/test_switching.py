@@ -10,8 +10,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, SPECSERVES, FakeApiServer
 from specserve.render.engine import ADAPTIVE_CONFIG_KEY
+from specserve_kubefake import CONFIGMAPS, DEPLOYMENTS, SPECSERVES, FakeApiServer
 from tests.integration.switching_env import Load, Prometheus
 from tests.integration.switching_world import (
     DIRECT_HOSTS,

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from specserve.api.models import SpecServe
-from specserve.kubefake import FakeApiServer
 from specserve.render import render
+from specserve_kubefake import FakeApiServer
 from tests.conftest import ROOT, load_yaml
 
 NS = "llm"

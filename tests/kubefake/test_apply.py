@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, ApiError, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, ApiError, FakeApiServer
 from tests.kubefake.conftest import NS, deployment
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from specserve.kubefake import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SPECSERVES, ApiError, FakeApiServer
+from specserve_kubefake import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SPECSERVES, ApiError, FakeApiServer
 from tests.kubefake.conftest import NS, deployment, kimi, namespace
 
 

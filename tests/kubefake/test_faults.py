@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from specserve.kubefake import (
+from specserve_kubefake import (
     CRDS,
     DEPLOYMENTS,
     HTTPROUTES,

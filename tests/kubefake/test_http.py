@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, FakeApiServer
 from tests.kubefake.conftest import NS, deployment
 
 Live = tuple[FakeApiServer, aiohttp.ClientSession]

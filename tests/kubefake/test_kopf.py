@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 
-from specserve.kubefake import SPECSERVES, FakeApiServer
+from specserve_kubefake import SPECSERVES, FakeApiServer
 from tests.kubefake.conftest import NS, kimi, namespace
 
 

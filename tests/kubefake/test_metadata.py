@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, SPECSERVES, ApiError, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, SPECSERVES, ApiError, FakeApiServer
 from tests.kubefake.conftest import NS, deployment, kimi
 
 

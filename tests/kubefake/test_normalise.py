@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer
-from specserve.kubefake.quantity import canonical
+from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, SERVICES, SPECSERVES, FakeApiServer
+from specserve_kubefake.quantity import canonical
 from tests.kubefake.conftest import NS, deployment, kimi, rendered
 
 

@@ -1,4 +1,4 @@
-"""`python -m specserve.kubefake`: the standalone runner writes a kubeconfig and serves until cancelled."""
+"""`python -m specserve_kubefake`: the standalone runner writes a kubeconfig and serves until cancelled."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from specserve.kubefake.__main__ import parse_args, run
+from specserve_kubefake.__main__ import parse_args, run
 
 
 async def test_the_runner_serves_and_writes_a_kubeconfig(tmp_path: Path) -> None:

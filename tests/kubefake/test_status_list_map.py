@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserve.kubefake import SPECSERVES, FakeApiServer
+from specserve_kubefake import SPECSERVES, FakeApiServer
 from tests.kubefake.conftest import NS, kimi
 
 

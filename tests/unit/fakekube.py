@@ -8,7 +8,7 @@ from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import SPECSERVE, Kind
-from specserve.kubefake.patching import merge_patch
+from specserve_kubefake.patching import merge_patch
 from tests.unit import server_objects
 
 JSON = dict[str, Any]

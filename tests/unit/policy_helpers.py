@@ -9,10 +9,10 @@ from typing import Any
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, SpecServe, Strategy
 from specserve.api.validation import parse_object
-from specserve.emulator.profile import load_profile
 from specserve.policy.curves import ModeCurves
 from specserve.policy.switching import decide
 from specserve.policy.types import Knobs, PolicyState, PoolSignal, Sample, Verdict
+from specserve_tools.emulator.profile import load_profile
 
 ILLUSTRATIVE = "illustrative-crossover-8b"  # speculation wins below 64/replica, baseline above
 SEED = "seed-kimi-k25-rtxpro6000"  # speculation never wins

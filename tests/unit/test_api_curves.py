@@ -9,8 +9,8 @@ import pytest
 
 from specserve.api.curves import Curve, curve_problem
 from specserve.api.validation import parse_spec
-from specserve.bench.calibrate import calibrate, curve_points
 from specserve.cli import main
+from specserve_tools.bench.calibrate import calibrate, curve_points
 from tests.unit.test_api import with_
 from tests.unit.test_calibrate import _bench
 

@@ -19,10 +19,10 @@ from specserve.api.k8s_rules import object_name_problem
 from specserve.api.models import Strategy
 from specserve.api.rules import NAME_RULES
 from specserve.api.validation import InvalidSpecServe, parse_object
-from specserve.bench.specyaml import SpecFileError, spec_doc_from_text, update_spec_text
 from specserve.cli import main
-from specserve.kubefake import SPECSERVES, ApiError, FakeApiServer
 from specserve.render import render
+from specserve_kubefake import SPECSERVES, ApiError, FakeApiServer
+from specserve_tools.bench.specyaml import SpecFileError, spec_doc_from_text, update_spec_text
 from tests.conftest import EXAMPLES, load_yaml
 
 NAMES = ["1model", "model-1", "a", "a-", "-a", "Model", "m" * 52, "m" * 53, "a.b", "a_b", "x9", "9", "model--2"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from specserve.bench.prompts import BUILTIN_PROMPTS, PromptFileError, load_prompts
-from specserve.bench.promtext import accept_length
-from specserve.bench.stats import (
+from specserve_tools.bench.prompts import BUILTIN_PROMPTS, PromptFileError, load_prompts
+from specserve_tools.bench.promtext import accept_length
+from specserve_tools.bench.stats import (
     RequestRecord,
     mean_ci,
     percentile,
@@ -17,7 +17,7 @@ from specserve.bench.stats import (
     tpot,
     window_tokens,
 )
-from specserve.bench.sweep import SweepPlan, parse_levels
+from specserve_tools.bench.sweep import SweepPlan, parse_levels
 
 
 def test_percentile_interpolates_between_ranks() -> None:

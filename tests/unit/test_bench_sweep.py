@@ -18,9 +18,9 @@ import pytest
 from aiohttp import web
 
 from specserve.cli import main
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import app_thread, emulator_thread, free_port
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.testing import app_thread, emulator_thread, free_port
 
 SEED = "seed-kimi-k25-rtxpro6000"
 

@@ -11,7 +11,10 @@ import pytest
 
 from specserve.api.curves import Curve, CurveError, crossings, interpolate
 from specserve.api.validation import parse_object
-from specserve.bench.calibrate import (
+from specserve.cli import main
+from specserve.render.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
+from specserve.render.adaptive import sglang_config as sglang_adaptive_json
+from specserve_tools.bench.calibrate import (
     DEFAULT_NOISE,
     Measured,
     Verdict,
@@ -20,12 +23,9 @@ from specserve.bench.calibrate import (
     calibrate,
     hysteresis_band,
 )
-from specserve.bench.fit import has_shape, saturating_fit
-from specserve.bench.results import load_result, measured_runs
-from specserve.bench.specyaml import spec_doc_from_text
-from specserve.cli import main
-from specserve.render.adaptive import SPEC_CAPTURE_SIZES, first_capture_size_at_least
-from specserve.render.adaptive import sglang_config as sglang_adaptive_json
+from specserve_tools.bench.fit import has_shape, saturating_fit
+from specserve_tools.bench.results import load_result, measured_runs
+from specserve_tools.bench.specyaml import spec_doc_from_text
 
 SEED = [
     (1, 77.5, 92.6), (2, 125.1, 159.7), (5, 183.2, 292.5), (10, 239.6, 457.2),
@@ -194,7 +194,7 @@ def test_calibrate_rejects_malformed_bench_files(
 
 
 def test_illustrative_profile_crosses_at_64_with_a_narrow_symmetric_band() -> None:
-    from specserve.emulator.profile import load_profile  # noqa: PLC0415 (only this test needs the emulator)
+    from specserve_tools.emulator.profile import load_profile  # noqa: PLC0415 (only this test needs the emulator)
 
     p = load_profile("illustrative-crossover-8b")
     cal = calibrate(p.speculative, p.baseline, num_steps=3)

@@ -101,3 +101,61 @@ def test_unexpected_errors_are_one_line_not_a_traceback(
     code, _, err = run(capsys, "crd")
     assert code == 1
     assert err.strip() == "specserve crd: unexpected error: RuntimeError: boom (please report it)"
+
+
+# The tools (specserve-tools) join the CLI through the `specserve.commands` entry points.
+
+
+def test_the_tools_commands_come_from_the_entry_points() -> None:
+    from specserve.cli import TOOL_COMMANDS, Subcommand, plugin_commands  # noqa: PLC0415
+
+    found = plugin_commands()
+    assert set(TOOL_COMMANDS) <= set(found)
+    for name in TOOL_COMMANDS:
+        command = found[name]
+        assert isinstance(command, Subcommand) and command.module == f"specserve_tools.commands.{name}"
+
+
+@pytest.mark.parametrize("command", ["demo", "emulate", "bench", "calibrate", "simulate"])
+def test_without_the_tools_a_tool_command_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setattr("specserve.cli.entry_points", lambda **_: [])
+    code, out, err = run(capsys, command, "--help")
+    assert code == 2 and out == ""
+    assert f"specserve {command}: not installed: pip install specserve-tools (or ./tools)" in err
+    assert "Traceback" not in err
+
+
+def test_without_the_tools_the_operator_commands_still_run(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("specserve.cli.entry_points", lambda **_: [])
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "not installed: pip install specserve-tools" in out
+    code, out, err = run(capsys, "render", str(ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"))
+    assert code == 0, err
+
+
+def test_a_broken_plugin_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint  # noqa: PLC0415
+
+    broken = EntryPoint("demo", "specserve_tools.no_such_module:DEMO", "specserve.commands")
+    monkeypatch.setattr("specserve.cli.entry_points", lambda **_: [broken])
+    code, _, err = run(capsys, "demo")
+    assert code == 2 and "specserve demo: cannot load specserve_tools.no_such_module:DEMO" in err
+    assert "Traceback" not in err
+
+
+def test_the_tools_run_without_their_entry_points_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m specserve_tools COMMAND` (a checkout on PYTHONPATH, no installed metadata) runs the same
+    commands the entry points register."""
+    from specserve.cli import plugin_commands  # noqa: PLC0415
+    from specserve_tools.__main__ import main as tools_main  # noqa: PLC0415
+    from specserve_tools.commands import COMMANDS as TOOLS  # noqa: PLC0415
+
+    assert {name: plugin_commands()[name] for name in TOOLS} == TOOLS
+    with pytest.raises(SystemExit) as exc:
+        tools_main(["emulate", "--help"])
+    assert exc.value.code == 0 and "usage: specserve emulate" in capsys.readouterr().out
+    assert tools_main(["nope"]) == 2 and "usage: python -m specserve_tools" in capsys.readouterr().err

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specserve.cli import BENCH_EXTRA, BENCH_HINT, COMMANDS, main
+from specserve.cli import commands, main
+from specserve_tools.commands import BENCH_EXTRA, BENCH_HINT
 
 EXTRA_MODULES = (
     "matplotlib",
@@ -29,7 +30,7 @@ def without_bench_extra(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = set(sys.modules)
     for name in list(sys.modules):
         top = name.split(".")[0]
-        if top in BENCH_EXTRA or name.startswith(("specserve.commands.", "specserve.bench.")):
+        if top in BENCH_EXTRA.packages or name.startswith(("specserve_tools.commands.", "specserve_tools.bench.")):
             monkeypatch.delitem(sys.modules, name)
     for name in EXTRA_MODULES:
         monkeypatch.setitem(sys.modules, name, None)  # `import name` now raises ModuleNotFoundError
@@ -49,7 +50,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 
 
 @pytest.mark.usefixtures("without_bench_extra")
-@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("command", list(commands()))
 def test_every_subcommand_helps_or_says_how_to_install_the_extra(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -65,7 +66,7 @@ def test_every_subcommand_helps_or_says_how_to_install_the_extra(
 def test_bench_without_the_extra_names_the_missing_package(capsys: pytest.CaptureFixture[str]) -> None:
     code, text = run(capsys, "bench", "--url", "http://127.0.0.1:1")
     assert code == 2
-    assert "rich is not installed" in text and "pip install 'specserve[bench]'" in text
+    assert "rich is not installed" in text and "pip install 'specserve-tools[bench]'" in text
 
 
 @pytest.mark.usefixtures("without_bench_extra")
@@ -81,7 +82,7 @@ def test_a_lazily_imported_extra_is_reported_too(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     result = tmp_path / "a.json"
     result.write_text(json.dumps({}), encoding="utf-8")
-    from specserve.commands import bench  # noqa: PLC0415
+    from specserve_tools.commands import bench  # noqa: PLC0415
 
     def plot(*_args: object, **_kwargs: object) -> None:
         import matplotlib  # noqa: F401, PLC0415

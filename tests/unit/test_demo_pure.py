@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from specserve.api.validation import parse_object
-from specserve.demo.load import Record, ramp
-from specserve.demo.podargs import emulator_argv
-from specserve.demo.report import lines, summarize
-from specserve.demo.scenario import STRATEGIES, Scenario, crossover
-from specserve.demo.timeline import Sample, Timeline
-from specserve.demo.view import decision_line
-from specserve.emulator.profile import load_profile
 from specserve.render import render
+from specserve_tools.demo.load import Record, ramp
+from specserve_tools.demo.podargs import emulator_argv
+from specserve_tools.demo.report import lines, summarize
+from specserve_tools.demo.scenario import STRATEGIES, Scenario, crossover
+from specserve_tools.demo.timeline import Sample, Timeline
+from specserve_tools.demo.view import decision_line
+from specserve_tools.emulator.profile import load_profile
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specserve.cli import main
-from specserve.commands.emulate import add_arguments, build_config
-from specserve.emulator.engine import Mode
+from specserve_tools.commands.emulate import add_arguments, build_config
+from specserve_tools.emulator.engine import Mode
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -66,3 +66,20 @@ def test_list_profiles(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emulate", "--list-profiles"]) == 0
     out = capsys.readouterr().out
     assert "seed-kimi-k25-rtxpro6000" in out and "eagle3-llama31-8b-h100" in out
+
+
+def test_the_options_are_one_typed_source_for_the_parser_and_the_demo() -> None:
+    """The flags the demo writes (to_argv) parse back to the same options, and flag_values says how many values
+    each flag of the emulate parser takes."""
+    from specserve_tools.emulator.options import EmulatorOptions, flag_values, to_argv  # noqa: PLC0415
+
+    argv = to_argv(host="127.0.0.1", port=4321, profile="p", startup_seconds=3.0, time_scale=0.5)
+    assert argv[:4] == ["--host", "127.0.0.1", "--port", "4321"] and argv[-2:] == ["--time-scale", "0.5"]
+    options = EmulatorOptions.from_namespace(_args(*argv, "--speculative-adaptive", "--from-bench", "a", "b"))
+    assert (options.port, options.profile, options.startup_seconds, options.time_scale) == (4321, "p", 3.0, 0.5)
+    assert options.speculative_adaptive and options.from_bench == ("a", "b")
+    assert EmulatorOptions.from_namespace(_args()) == EmulatorOptions()
+    values = flag_values()
+    assert values["--speculative-adaptive"] == 0 and values["--from-bench"] == 2 and values["--port"] == 1
+    with pytest.raises(TypeError, match="not an emulator option"):
+        to_argv(tp_size=8)

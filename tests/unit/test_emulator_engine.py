@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from specserve.api.curves import Curve
-from specserve.emulator.engine import Engine, EngineConfig, Mode, Request
-from specserve.emulator.profile import Profile
+from specserve_tools.emulator.engine import Engine, EngineConfig, Mode, Request
+from specserve_tools.emulator.profile import Profile
 
 PROFILE = Profile(
     name="t",

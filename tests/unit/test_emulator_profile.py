@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specserve.emulator.adaptive import parse_adaptive_config
-from specserve.emulator.profile import (
+from specserve_tools.emulator.adaptive import parse_adaptive_config
+from specserve_tools.emulator.profile import (
     ProfileError,
     baseline_model,
     load_profile,

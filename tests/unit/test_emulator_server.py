@@ -12,16 +12,16 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.metrics import (
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.metrics import (
     METRIC_SIGNATURES,
     SCHEDULER_LABELS,
     STREAM_LABELS,
     build_metrics,
     signatures,
 )
-from specserve.emulator.profile import load_profile
-from specserve.emulator.server import build_app
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.server import build_app
 
 Factory = Callable[..., Any]
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from types import ModuleType
 
-from specserve.emulator.profile import load_profile, shipped_profiles
+from specserve_tools.emulator.profile import load_profile, shipped_profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ("h200-llama31-8b-eagle3-dummy", "h200-llama31-8b-standalone-dummy")
@@ -26,7 +26,7 @@ def test_shipped_h200_profiles_are_the_raw_sweeps() -> None:
     assert set(built) == set(NAMES)
     for name in NAMES:
         assert name in shipped_profiles()
-        shipped = json.loads((ROOT / "operator/specserve/emulator/profiles" / f"{name}.json").read_text())
+        shipped = json.loads((ROOT / "tools/specserve_tools/emulator/profiles" / f"{name}.json").read_text())
         assert shipped == json.loads(json.dumps(built[name])), f"{name}: rerun scripts/gpu/make_profiles.py"
 
 

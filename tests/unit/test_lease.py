@@ -15,7 +15,7 @@ from specserve.config import LeaderElection
 from specserve.kube.client import ClientOptions, FencedError, KubeClient, KubeError
 from specserve.kube.kinds import Kind
 from specserve.kube.lease import LEASE, LeaseElector
-from specserve.kubefake import LEASES, FakeApiServer
+from specserve_kubefake import LEASES, FakeApiServer
 
 JSON = dict[str, Any]
 

@@ -9,14 +9,14 @@ import pytest
 from prometheus_client import generate_latest
 
 from specserve.api.validation import parse_object
-from specserve.emulator.engine import EngineConfig, Mode
-from specserve.emulator.metrics import build_metrics
-from specserve.emulator.profile import load_profile
-from specserve.emulator.testing import emulator_thread
 from specserve.metrics.direct import DirectSource, histogram_quantile, http_fetch, parse_scrape
 from specserve.metrics.promql import PoolKey, Signal, Windows
 from specserve.metrics.signal import PoolTarget, ReadTarget, Reason, index, read
 from specserve.switching.gather import pod_urls
+from specserve_tools.emulator.engine import EngineConfig, Mode
+from specserve_tools.emulator.metrics import build_metrics
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.emulator.testing import emulator_thread
 
 KEY = PoolKey("llm", "a", "speculative")
 

@@ -35,7 +35,7 @@ def test_a_missing_kubeconfig_is_one_line_not_a_traceback(
 
 def test_the_plugin_commands_are_specserve_subcommands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for name in main.COMMANDS:
-        assert cli.COMMANDS[name][0] == main.COMMANDS[name][0]
+        assert cli.COMMANDS[name].module == main.COMMANDS[name][0]
     code = cli.main(["history", "m", "--kubeconfig", str(tmp_path / "nope")])
     assert code == 1 and "cannot load the kubeconfig" in capsys.readouterr().err
 

@@ -8,8 +8,8 @@ from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import crossover
 from specserve.policy.learning import SLEW_PER_HOUR, effective
 from specserve.policy.types import Action, PoolSignal, Sample
-from specserve.simulate.learned import LearnedPolicy
-from specserve.simulate.policy import SpecServePolicy
+from specserve_tools.simulate.learned import LearnedPolicy
+from specserve_tools.simulate.policy import SpecServePolicy
 from tests.unit.policy_helpers import ILLUSTRATIVE, knobs, profile_curves
 
 CURVES = profile_curves(ILLUSTRATIVE)  # speculation wins below 64 per replica

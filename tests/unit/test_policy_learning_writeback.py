@@ -8,8 +8,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from specserve.api.validation import parse_object
-from specserve.bench.specyaml import spec_doc_from_text
 from specserve.cli import main
+from specserve_tools.bench.specyaml import spec_doc_from_text
 from tests.unit.test_policy_learning import CALIBRATED
 from tests.unit.test_policy_learning_status import drive
 

@@ -11,17 +11,17 @@ import pytest
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
 from specserve.api.validation import parse_object
-from specserve.emulator.profile import Profile, ProfileError, load_profile, parse_profile, shipped_profiles
-from specserve.simulate.baselines import FixedSplit, Static
-from specserve.simulate.bound import Curves, latency_reference, running_for, split_rate, upper_bound
-from specserve.simulate.cluster import Slo
-from specserve.simulate.compare import Comparison, compare
-from specserve.simulate.rates import Rate, batch_for
-from specserve.simulate.run import simulate
-from specserve.simulate.scenario import DEFAULT_SPEC, scenario, with_strategy
-from specserve.simulate.setup import Load, Setup, bin_trace
-from specserve.simulate.synthetic import SHIPPED, shipped_trace
-from specserve.simulate.traces import scale
+from specserve_tools.emulator.profile import Profile, ProfileError, load_profile, parse_profile, shipped_profiles
+from specserve_tools.simulate.baselines import FixedSplit, Static
+from specserve_tools.simulate.bound import Curves, latency_reference, running_for, split_rate, upper_bound
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.compare import Comparison, compare
+from specserve_tools.simulate.rates import Rate, batch_for
+from specserve_tools.simulate.run import simulate
+from specserve_tools.simulate.scenario import DEFAULT_SPEC, scenario, with_strategy
+from specserve_tools.simulate.setup import Load, Setup, bin_trace
+from specserve_tools.simulate.synthetic import SHIPPED, shipped_trace
+from specserve_tools.simulate.traces import scale
 
 # Per replica: speculation 20 tok/s per stream up to batch 4 then 80 -> 90 at 10; baseline 10 per stream up to 4
 # then 40 -> 100 at 10. Cap 10.
@@ -186,7 +186,7 @@ def test_accept_schedule_is_checked() -> None:
 
 def test_a_registered_policy_gets_its_own_row(monkeypatch: pytest.MonkeyPatch) -> None:
     # The seam for policies on learned curves: anything in POLICIES is simulated beside SpecServe's.
-    from specserve.simulate import compare as module  # noqa: PLC0415
+    from specserve_tools.simulate import compare as module  # noqa: PLC0415
 
     monkeypatch.setitem(module.POLICIES, "learned", lambda s, knobs, curves: Static("learned (test)", Mode.BASELINE))
     obj = with_strategy(parse_object(DEFAULT_SPEC), Strategy.RESTART)

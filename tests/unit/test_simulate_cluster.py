@@ -9,13 +9,13 @@ import pytest
 
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve.emulator.engine import Mode as EngineMode
-from specserve.emulator.profile import Profile
-from specserve.simulate.cluster import Pool, Replica, Slo, make_pool
-from specserve.simulate.observe import Prometheus
-from specserve.simulate.run import ENGINE
-from specserve.simulate.setup import Load, Setup, bin_trace
-from specserve.simulate.traces import Trace
+from specserve_tools.emulator.engine import Mode as EngineMode
+from specserve_tools.emulator.profile import Profile
+from specserve_tools.simulate.cluster import Pool, Replica, Slo, make_pool
+from specserve_tools.simulate.observe import Prometheus
+from specserve_tools.simulate.run import ENGINE
+from specserve_tools.simulate.setup import Load, Setup, bin_trace
+from specserve_tools.simulate.traces import Trace
 
 SLO = Slo(ttft=2.0, tpot=0.1)
 
@@ -139,8 +139,8 @@ def test_prometheus_smooths_and_goes_quiet_while_the_pool_restarts() -> None:
 
 
 def test_closed_loop_keeps_the_clients_in_flight() -> None:
-    from specserve.simulate.baselines import Static  # noqa: PLC0415
-    from specserve.simulate.run import simulate  # noqa: PLC0415
+    from specserve_tools.simulate.baselines import Static  # noqa: PLC0415
+    from specserve_tools.simulate.run import simulate  # noqa: PLC0415
 
     load = Load(dt=1.0, steps=300, concurrency=tuple([6.0] * 300), tokens_per_request=20.0)
     run = simulate(_setup(), load, Static("spec", Mode.SPECULATIVE))

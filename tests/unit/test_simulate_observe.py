@@ -6,13 +6,13 @@ import pytest
 
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve.emulator.profile import Profile
 from specserve.metrics.promql import Signal
-from specserve.simulate.baselines import Static
-from specserve.simulate.cluster import Slo
-from specserve.simulate.observe import Prometheus
-from specserve.simulate.run import Simulation
-from specserve.simulate.setup import Load, Setup
+from specserve_tools.emulator.profile import Profile
+from specserve_tools.simulate.baselines import Static
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.observe import Prometheus
+from specserve_tools.simulate.run import Simulation
+from specserve_tools.simulate.setup import Load, Setup
 
 PROFILE = Profile(
     name="flat",

@@ -6,14 +6,14 @@ import pytest
 
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve.emulator.profile import Profile
-from specserve.simulate.baselines import Static
-from specserve.simulate.cluster import Slo
-from specserve.simulate.histogram import Histogram
-from specserve.simulate.optimum import Planner, best_fixed_weights, best_split, restart_optimum
-from specserve.simulate.run import simulate
-from specserve.simulate.setup import Command, Controller, Load, Setup
-from specserve.simulate.summary import gain
+from specserve_tools.emulator.profile import Profile
+from specserve_tools.simulate.baselines import Static
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.histogram import Histogram
+from specserve_tools.simulate.optimum import Planner, best_fixed_weights, best_split, restart_optimum
+from specserve_tools.simulate.run import simulate
+from specserve_tools.simulate.setup import Command, Controller, Load, Setup
+from specserve_tools.simulate.summary import gain
 
 # Per replica: speculation 20 tok/s per stream up to batch 4 then 80 -> 90 at 10; baseline 10 per stream up to 4
 # then 40 -> 100 at 10. They cross at batch 8.8. Cap 10: beyond it requests queue.

@@ -12,13 +12,13 @@ import yaml
 from specserve.api.models import Strategy
 from specserve.api.validation import parse_object
 from specserve.cli import main
-from specserve.emulator.profile import load_profile
-from specserve.simulate.cluster import Slo
-from specserve.simulate.compare import Comparison, compare
-from specserve.simulate.scenario import DEFAULT_SPEC, scenario, with_strategy
-from specserve.simulate.setup import bin_trace
-from specserve.simulate.summary import Summary
-from specserve.simulate.synthetic import step
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.compare import Comparison, compare
+from specserve_tools.simulate.scenario import DEFAULT_SPEC, scenario, with_strategy
+from specserve_tools.simulate.setup import bin_trace
+from specserve_tools.simulate.summary import Summary
+from specserve_tools.simulate.synthetic import step
 from tests.conftest import ROOT
 
 STEP_UP, STEP_DOWN = 1800.0, 5400.0

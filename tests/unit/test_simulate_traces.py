@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from specserve.cli import main
-from specserve.simulate.synthetic import diurnal, diurnal_requests, oscillating, shipped_trace, step
-from specserve.simulate.traces import TraceError, TraceFormat, detect_format, load_trace, scale
+from specserve_tools.simulate.synthetic import diurnal, diurnal_requests, oscillating, shipped_trace, step
+from specserve_tools.simulate.traces import TraceError, TraceFormat, detect_format, load_trace, scale
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44

@@ -14,13 +14,13 @@ from kubernetes import client as k8s
 from specserve.api.validation import parse_object
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.kinds import SPECSERVE
-from specserve.kubefake import SPECSERVES, FakeApiServer
 from specserve.metrics.signal import Reading
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.switching import decide
 from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.evaluate import FIELD_MANAGER, LOOP_FIELDS, Evaluation, evaluate
 from specserve.switching.record import Source
+from specserve_kubefake import SPECSERVES, FakeApiServer
 
 NS, NAME = "llm", "kimi-k25"
 JSON = dict[str, Any]

@@ -24,7 +24,7 @@ TITLE = "SpecServe"
 
 
 @dataclass(frozen=True)
-class Target:
+class PanelQuery:
     expr: str
     legend: str = ""
     instant: bool = False
@@ -34,7 +34,7 @@ class Target:
 class PanelSpec:
     title: str
     description: str
-    targets: tuple[Target, ...]
+    targets: tuple[PanelQuery, ...]
     unit: str = "short"
     kind: Literal["timeseries", "table", "stat"] = "timeseries"
     width: int = 12
@@ -54,32 +54,32 @@ class RowSpec:
 POOL = "{{specserve_pool}}"  # the legend of a per-pool series
 
 
-def _quantiles(bucket: str, by: str, legend: str, quantiles: tuple[float, ...]) -> tuple[Target, ...]:
+def _quantiles(bucket: str, by: str, legend: str, quantiles: tuple[float, ...]) -> tuple[PanelQuery, ...]:
     """histogram_quantile over the rate of the `bucket` series summed by `by` (and le): a target per quantile."""
     return tuple(
-        Target(f"histogram_quantile({q}, sum by ({by}le) (rate({bucket}[{RATE}])))", f"{legend}p{round(q * 100)}")
+        PanelQuery(f"histogram_quantile({q}, sum by ({by}le) (rate({bucket}[{RATE}])))", f"{legend}p{round(q * 100)}")
         for q in quantiles
     )
 
 
-def _pool_quantiles(histogram: str) -> tuple[Target, ...]:
+def _pool_quantiles(histogram: str) -> tuple[PanelQuery, ...]:
     """p50/p90/p99 per pool of an engine histogram."""
     return _quantiles(f"{histogram}_bucket{{{ENGINE}}}", "specserve_pool, ", f"{POOL} ", (0.5, 0.9, 0.99))
 
 
-def _operator_quantiles(histogram: str) -> tuple[Target, ...]:
+def _operator_quantiles(histogram: str) -> tuple[PanelQuery, ...]:
     """p50/p99 of one of the operator's histograms."""
     return _quantiles(f"{histogram}_bucket", "", "", (0.5, 0.99))
 
 
-def _per_pool(aggregation: str, expr: str, legend: str = POOL) -> Target:
+def _per_pool(aggregation: str, expr: str, legend: str = POOL) -> PanelQuery:
     """`expr` (the engines' series) aggregated per pool."""
-    return Target(f"{aggregation} by (specserve_pool) ({expr})", legend)
+    return PanelQuery(f"{aggregation} by (specserve_pool) ({expr})", legend)
 
 
 def _per_specserve(title: str, description: str, expr: str, unit: str = "short") -> PanelSpec:
     """An overview panel: one of the operator's series, a line per SpecServe."""
-    return PanelSpec(title, description, (Target(expr, "{{namespace}}/{{name}}"),), unit=unit, width=6)
+    return PanelSpec(title, description, (PanelQuery(expr, "{{namespace}}/{{name}}"),), unit=unit, width=6)
 
 
 OVERVIEW = RowSpec(
@@ -106,7 +106,7 @@ OVERVIEW = RowSpec(
             "Conditions",
             "Every condition's status and reason now; look for Ready=False, Degraded=True, MetricsAvailable=False, "
             "Switching=False/Paused.",
-            (Target("specserve_condition == 1", instant=True),),
+            (PanelQuery("specserve_condition == 1", instant=True),),
             kind="table",
             width=24,
         ),
@@ -121,8 +121,8 @@ SPECSERVE = RowSpec(
             "Demand (requests in flight) against the crossover per replica times the Ready replicas: above the "
             "line baseline serves more tokens/s, below it speculation does.",
             (
-                Target(f"specserve_demand{{{SEL}}}", "demand"),
-                Target(
+                PanelQuery(f"specserve_demand{{{SEL}}}", "demand"),
+                PanelQuery(
                     f"specserve_crossover_concurrency{{{SEL}}} * on (namespace, name) "
                     f"sum by (namespace, name) (specserve_pool_ready_replicas{{{SEL}}})",
                     "crossover x ready replicas",
@@ -134,9 +134,9 @@ SPECSERVE = RowSpec(
             "HTTPRoute weights on the route and as decided; the mode serving (1 = that mode). Decisions are the "
             "dashboard's annotations (action in the title, rule in the text).",
             (
-                Target(f"specserve_route_weight{{{SEL}}}", "route {{pool}}"),
-                Target(f"specserve_target_weight{{{SEL}}}", "decided {{pool}}"),
-                Target(f"specserve_active_mode{{{SEL}}} * 100", "mode {{mode}} (100 = serving)"),
+                PanelQuery(f"specserve_route_weight{{{SEL}}}", "route {{pool}}"),
+                PanelQuery(f"specserve_target_weight{{{SEL}}}", "decided {{pool}}"),
+                PanelQuery(f"specserve_active_mode{{{SEL}}} * 100", "mode {{mode}} (100 = serving)"),
             ),
             unit="percent",
         ),
@@ -171,7 +171,7 @@ SPECSERVE = RowSpec(
             "it, speculation runs but no longer pays (alert SpecServeAcceptLengthCollapsed).",
             (
                 _per_pool("avg", f"sglang:spec_accept_length{{{DRAFTING}}}", f"{POOL} live"),
-                Target(f"specserve_calibrated_accept_length{{{SEL}}}", "calibrated"),
+                PanelQuery(f"specserve_calibrated_accept_length{{{SEL}}}", "calibrated"),
             ),
         ),
         PanelSpec(
@@ -183,16 +183,16 @@ SPECSERVE = RowSpec(
             "Pool readiness",
             "Ready against desired pods per pool (from the Deployments).",
             (
-                Target(f"specserve_pool_ready_replicas{{{SEL}}}", "{{pool}} ready"),
-                Target(f"specserve_pool_desired_replicas{{{SEL}}}", "{{pool}} desired"),
+                PanelQuery(f"specserve_pool_ready_replicas{{{SEL}}}", "{{pool}} ready"),
+                PanelQuery(f"specserve_pool_desired_replicas{{{SEL}}}", "{{pool}} desired"),
             ),
         ),
         PanelSpec(
             "Restarts and the restart budget",
             "Restart strategy: restarts in the last 24 h against spec.switching.maxRestartsPerDay.",
             (
-                Target(f"specserve_restarts_used{{{SEL}}}", "restarts (24 h)"),
-                Target(f"specserve_restart_budget{{{SEL}}}", "budget"),
+                PanelQuery(f"specserve_restarts_used{{{SEL}}}", "restarts (24 h)"),
+                PanelQuery(f"specserve_restart_budget{{{SEL}}}", "budget"),
             ),
         ),
         PanelSpec(
@@ -200,10 +200,10 @@ SPECSERVE = RowSpec(
             "Switching evaluations per second by whether the load was known, and those without load by reason "
             "(NoData, Stale, QueryFailed, ...).",
             (
-                Target(
+                PanelQuery(
                     f"sum by (load) (rate(specserve_evaluations_total{{{SEL}}}[{RATE}]))", "evaluations, load {{load}}"
                 ),
-                Target(
+                PanelQuery(
                     f"sum by (reason) (increase(specserve_metric_errors_total{{{SEL}}}[{RATE}]))", "error {{reason}}"
                 ),
             ),
@@ -212,7 +212,7 @@ SPECSERVE = RowSpec(
             "Decisions",
             "Decisions other than Hold, by action and rule (the reason's leading words), and whether applied.",
             (
-                Target(
+                PanelQuery(
                     f"sum by (action, rule, applied) (increase(specserve_decisions_total{{{SEL}}}[{RATE}]))",
                     "{{action}}: {{rule}} (applied {{applied}})",
                 ),
@@ -242,8 +242,8 @@ OPERATOR = RowSpec(
             "Leader and queries",
             "1 on the replica that acts (holds the Lease); Prometheus queries and pod scrapes per second.",
             (
-                Target("specserve_leader", "leader {{instance}}"),
-                Target(f"sum by (source) (rate(specserve_metric_queries_total[{RATE}]))", "queries {{source}}"),
+                PanelQuery("specserve_leader", "leader {{instance}}"),
+                PanelQuery(f"sum by (source) (rate(specserve_metric_queries_total[{RATE}]))", "queries {{source}}"),
             ),
             width=8,
         ),
@@ -253,7 +253,7 @@ OPERATOR = RowSpec(
 ROWS = (OVERVIEW, SPECSERVE, OPERATOR)
 
 # Decisions as annotations: the action in the title, the rule (the reason's leading words) in the text.
-DECISION_ANNOTATION = Target(
+DECISION_ANNOTATION = PanelQuery(
     f"sum by (namespace, name, action, rule, applied) (changes(specserve_decisions_total{{{SEL}}}[2m])) > 0"
 )
 
@@ -281,9 +281,9 @@ def substitute(expr: str, values: Substitution) -> str:
     return out
 
 
-def all_queries() -> list[tuple[str, PanelSpec | None, Target]]:
+def all_queries() -> list[tuple[str, PanelSpec | None, PanelQuery]]:
     """(row title, panel or None for the annotation, target) for every query the dashboard runs."""
-    out: list[tuple[str, PanelSpec | None, Target]] = [
+    out: list[tuple[str, PanelSpec | None, PanelQuery]] = [
         (row.title, panel, target) for row in ROWS for panel in row.panels for target in panel.targets
     ]
     out.append(("annotations", None, DECISION_ANNOTATION))

@@ -16,14 +16,22 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from specserve.observability.dashboard import DECISION_ANNOTATION, ROWS, TITLE, UID, VARIABLE_QUERIES, PanelSpec, Target
+from specserve.observability.dashboard import (
+    DECISION_ANNOTATION,
+    ROWS,
+    TITLE,
+    UID,
+    VARIABLE_QUERIES,
+    PanelQuery,
+    PanelSpec,
+)
 
 
 def build() -> dict[str, Any]:
     """The dashboard as Grafana's JSON model (a dict, stable key order for the committed file)."""
     datasource = DataSourceRef(type_val="prometheus", uid="${datasource}")
 
-    def query(target: Target, ref: str) -> prometheus.Dataquery:
+    def query(target: PanelQuery, ref: str) -> prometheus.Dataquery:
         q = prometheus.Dataquery().expr(target.expr).ref_id(ref).legend_format(target.legend or "__auto")
         return q.instant() if target.instant else q.range()
 
