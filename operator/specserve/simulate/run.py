@@ -3,7 +3,7 @@ simulated Prometheus shows, and what it all served."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specserve.api.models import Mode, Strategy
 from specserve.emulator.engine import Mode as EngineMode
@@ -148,7 +148,12 @@ class Simulation:
             self.prometheus.maybe_scrape(now)  # what the gauges show while this step is served
             if k % every == 0:
                 if k > 0:
-                    sample = self.prometheus.sample(now, self._roles(now))
+                    roles = self._roles(now)
+                    sample = self.prometheus.sample(now, roles)
+                    if self.setup.forecast_horizon is not None:
+                        # as the live loop: the history joins the reading (switching.gather.settle_history)
+                        history = self.prometheus.history(now, roles, self.setup.forecast_horizon)
+                        sample = replace(sample, history=history)
                     cmd = self.controller.decide(sample, self.converging(now))
                     if cmd is not None:
                         self._apply(cmd, now)
