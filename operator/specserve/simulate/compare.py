@@ -81,9 +81,7 @@ def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None) -
     for role, factory in POLICIES.items():
         out.append(Entry(role, setup, factory(setup, knobs, curves)))
     if setup.forecast_horizon is not None:  # Restart with a demand history: the same policy without it, beside it
-        reactive = SpecServePolicy(
-            knobs, curves, setup.initial_mode, f"SpecServe {setup.strategy} reactive (no history)"
-        )
+        reactive = SpecServePolicy(knobs, curves, setup.initial_mode, f"SpecServe {setup.strategy} reactive")
         out.append(Entry("reactive", replace(setup, forecast_horizon=None), reactive))
     # The steady-state plan with hindsight, replayed: a strong reference policy (not the bound)
     if setup.strategy is Strategy.TRAFFIC_SPLIT:
