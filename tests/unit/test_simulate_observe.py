@@ -87,8 +87,13 @@ def test_a_restart_setup_with_a_horizon_gives_the_policy_its_history() -> None:
     seen: list[Sample] = []
 
     class Recorder(Static):
+        reads_history = True  # as the operator's policy (simulate.policy): the baselines read none
+
         def decide(self, sample: Sample, converging: bool) -> None:
             seen.append(sample)
+
+    class Baseline(Recorder):
+        reads_history = False
 
     setup = Setup(Strategy.RESTART, PROFILE, 1, 0, Mode.SPECULATIVE, 15.0, 15.0, Slo(1000.0, 10.0), None, 3, None,
                   forecast_horizon=600)  # fmt: skip
@@ -96,6 +101,8 @@ def test_a_restart_setup_with_a_horizon_gives_the_policy_its_history() -> None:
     Simulation(setup, load, Recorder("spec", Mode.SPECULATIVE)).execute()
     assert seen and all(s.history is not None and s.history.horizon == 600 for s in seen)
     assert all(s.history is not None and s.history.now_day is None for s in seen)  # no day of history yet
-    seen.clear()
-    Simulation(replace(setup, forecast_horizon=None), load, Recorder("spec", Mode.SPECULATIVE)).execute()
-    assert seen and all(s.history is None for s in seen)
+    for setup_, controller in ((replace(setup, forecast_horizon=None), Recorder("spec", Mode.SPECULATIVE)),
+                               (setup, Baseline("spec", Mode.SPECULATIVE))):  # fmt: skip
+        seen.clear()
+        Simulation(setup_, load, controller).execute()
+        assert seen and all(s.history is None for s in seen)

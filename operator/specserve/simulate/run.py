@@ -129,6 +129,9 @@ class Simulation:
         split = self.setup.strategy is Strategy.TRAFFIC_SPLIT
         spec_pool, base_pool = (self.pools[SPECULATIVE], self.pools[BASELINE]) if split else (pools[0], pools[0])
         closed = load.closed_loop
+        # Restart's demand history, for the controllers that read it (the operator's policy): the baselines and the
+        # replayed plan ignore it, and reading it costs each evaluation four queries
+        horizon = self.setup.forecast_horizon if getattr(self.controller, "reads_history", False) else None
         for k in range(load.steps):
             now = k * dt
             if closed:
@@ -150,9 +153,9 @@ class Simulation:
                 if k > 0:
                     roles = self._roles(now)
                     sample = self.prometheus.sample(now, roles)
-                    if self.setup.forecast_horizon is not None:
+                    if horizon is not None:
                         # as the live loop: the history joins the reading (switching.gather.settle_history)
-                        history = self.prometheus.history(now, roles, self.setup.forecast_horizon)
+                        history = self.prometheus.history(now, roles, horizon)
                         sample = replace(sample, history=history)
                     cmd = self.controller.decide(sample, self.converging(now))
                     if cmd is not None:
