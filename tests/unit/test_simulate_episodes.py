@@ -82,3 +82,19 @@ def test_where_the_history_lies_the_rule_earns_no_trust_and_stays_within_2x_per_
     assert max(e.ratio for e in forecast) <= bound
     assert max(e.ratio for e in forecast) < robustness(LAMBDA_MIN)
     assert paid(forecast) <= paid(reactive) * 1.01  # no worse than ignoring the history (measured +0.25%)
+
+
+def test_a_lie_after_days_of_truth_costs_one_episode_within_1_plus_1_over_lambda_and_the_run_stays_within_2x() -> None:
+    """Monday to Thursday as usual (trust earned, slack banked), then a day peaking at 03:30 instead of 15:30: the
+    trusted forecast restarts early into a season that ends, one episode beyond 2x but within 1 + 1/lambda, and
+    the ledger keeps the run as a whole within 2x (policy.forecast)."""
+    s = _scenario()
+    assert s.curves is not None and s.setup.forecast_horizon is not None
+    per_day = round(86400 / s.knobs.evaluation_interval)
+    lie = demands("week")[: 4 * per_day] + demands("week-adversarial")[per_day : 2 * per_day]
+    eps = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, s.setup.forecast_horizon)
+    first_lie = min((e for e in eps if e.start >= 4 * 86400), key=lambda e: e.start)
+    assert 2.0 < first_lie.ratio <= robustness(LAMBDA_MIN) + overshoot("week")  # measured 2.44
+    reactive = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, None)
+    assert paid(tuple(eps)) / sum(e.optimum for e in eps) < 2.0  # measured 1.91 (reactive 2.00)
+    assert paid(tuple(eps)) < paid(tuple(reactive))
