@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from specserve.api.models import Mode, Strategy
-from specserve.policy.forecast import LAMBDA_MIN, History, consistency, robustness, trust
+from specserve.policy.forecast import LAMBDA_MIN, History, Ledger, consistency, robustness, trust
 from specserve.policy.restart import switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, Knobs, PolicyState, Verdict
@@ -28,9 +28,13 @@ GAIN = CURVES.rate(Mode.SPECULATIVE, QUIET) - CURVES.rate(Mode.BASELINE, QUIET) 
 COST = switch_cost(CURVES, Mode.BASELINE, QUIET, 1, K.startup_seconds, 0)
 
 
-def start(error: float | None) -> PolicyState:
-    """Baseline, serving the busy hours, the forecast's recent error `error`; the clock ticking."""
-    return PolicyState(mode=Mode.BASELINE, mode_since=-1e6, last_evaluation=-DT, forecast_error=error)
+def start(error: float | None, bank: float | None = None) -> PolicyState:
+    """Baseline, serving the busy hours, the forecast's recent error `error`; the clock ticking; `bank`: the slack
+    banked against 2x (policy.forecast.Ledger), by default enough for any threshold (C: the per-episode bounds)."""
+    ledger = Ledger(bank=COST if bank is None else bank)
+    return PolicyState(
+        mode=Mode.BASELINE, mode_since=-1e6, last_evaluation=-DT, forecast_error=error, forecast_ledger=ledger
+    )
 
 
 def quiet(seconds: float, state: PolicyState, history: History | None, k: Knobs = K) -> tuple[float, list[Verdict]]:
@@ -100,6 +104,19 @@ def test_a_forecast_that_keeps_being_wrong_gets_no_trust_and_stays_within_2x(sha
         assert all(trust(v.state.forecast_error) == 1.0 for v in verdicts)
 
 
+def test_with_nothing_banked_a_trusted_forecast_cannot_move_the_threshold() -> None:
+    """The 2x ledger: from an empty bank (a new deployment, an operator restart) the rule is the reactive one, so
+    a lying history cannot cost more than 2x; it restarts earlier only once the bank holds the room."""
+    _, reactive = quiet(LONG, start(0.0, bank=0.0), None)
+    for history in (STAYS, ENDS):
+        _, verdicts = quiet(LONG, start(0.0, bank=0.0), history)
+        assert len(verdicts) == len(reactive), history
+    half, verdicts = quiet(LONG, start(0.0, bank=COST / 4), STAYS)
+    assert len(verdicts) < len(reactive)
+    assert half <= GAIN * DT * len(verdicts) + COST
+    assert "held to" in verdicts[-1].reason
+
+
 def test_without_history_the_rule_is_the_reactive_one_and_never_switches_earlier() -> None:
     seconds = 5 * COST / GAIN
     _, reactive = quiet(seconds, start(0.0), None)
@@ -156,7 +173,9 @@ def test_on_a_daily_cycle_the_forecast_captures_more_of_the_gain_than_the_reacti
     static = max(sum(CURVES.rate(m, d) for d in demands) * 60.0 for m in Mode)
     reactive, forecast = served(demands, False), served(demands, True)
     assert forecast > reactive > static
-    assert (forecast - static) / (reactive - static) > 1.03  # measured: 62.9% of the hindsight gain vs 59.9%
+    # measured: 1.7% more of the hindsight gain than the reactive rule (3.2% before the 2x ledger: from an empty bank
+    # the first early restarts are held back until short seasons and confirmed restarts have banked the slack)
+    assert (forecast - static) / (reactive - static) > 1.01
 
 
 def test_trust_is_earned_over_readings_not_over_a_gap_in_them() -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
 from specserve.metrics.promql import Signal
+from specserve.policy.types import Sample
 from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.baselines import Static
 from specserve_tools.simulate.cluster import Slo
@@ -59,3 +62,47 @@ def test_history_is_bounded() -> None:
     series = sim.prometheus.series["engine"]
     assert len(series) <= 2 * 600 / 15 + 2  # trimmed in batches, never more than twice the history
     assert sim.prometheus.sample(2 * HOUR - 10.0, {"engine": True}, offset=HOUR).demand is None
+
+
+def test_history_answers_the_live_loops_queries_a_day_back() -> None:
+    """Two days: 4 clients on day 1 but 20 in its last hour; on day 2 the history read as the live loop reads it
+    (metrics.signal.read_history) shows day 1: now and over the horizon ahead."""
+    day = 86400
+    setup = Setup(Strategy.RESTART, PROFILE, 1, 0, Mode.SPECULATIVE, 15.0, 15.0, Slo(1000.0, 10.0), None, 3, None)
+    day1 = (4.0,) * (day - HOUR) + (20.0,) * HOUR  # the last hour of day 1 busier
+    load = Load(dt=1.0, steps=2 * day, concurrency=day1 + (4.0,) * day, tokens_per_request=1e12)
+    sim = Simulation(setup, load, Static("spec", Mode.SPECULATIVE))
+    sim.execute()
+    roles = {"engine": True}
+    # 1.5 h before the end of day 2: yesterday at this time 4 in flight, and over the next 2 h: 0.5 h at 4, then
+    # 20 (requests never finish, so the 20 stay in flight into day 2) -> (0.5 * 4 + 1.5 * 20) / 2 = 16
+    history = sim.prometheus.history(2 * day - 1.5 * HOUR, roles, horizon=2 * HOUR)
+    assert history.now_day == pytest.approx(4.0)
+    assert history.ahead_day == pytest.approx(16.0, rel=0.01)
+    assert history.horizon == 2 * HOUR
+    assert history.now_week is None and history.ahead_week is None  # before the history starts: unknown, not 0
+
+
+def test_a_restart_setup_with_a_horizon_gives_the_policy_its_history() -> None:
+    seen: list[Sample] = []
+
+    class Recorder(Static):
+        reads_history = True  # as the operator's policy (simulate.policy): the baselines read none
+
+        def decide(self, sample: Sample, converging: bool) -> None:
+            seen.append(sample)
+
+    class Baseline(Recorder):
+        reads_history = False
+
+    setup = Setup(Strategy.RESTART, PROFILE, 1, 0, Mode.SPECULATIVE, 15.0, 15.0, Slo(1000.0, 10.0), None, 3, None,
+                  forecast_horizon=600)  # fmt: skip
+    load = Load(dt=1.0, steps=2 * HOUR, concurrency=(4.0,) * (2 * HOUR), tokens_per_request=1e12)
+    Simulation(setup, load, Recorder("spec", Mode.SPECULATIVE)).execute()
+    assert seen and all(s.history is not None and s.history.horizon == 600 for s in seen)
+    assert all(s.history is not None and s.history.now_day is None for s in seen)  # no day of history yet
+    for setup_, controller in ((replace(setup, forecast_horizon=None), Recorder("spec", Mode.SPECULATIVE)),
+                               (setup, Baseline("spec", Mode.SPECULATIVE))):  # fmt: skip
+        seen.clear()
+        Simulation(setup_, load, controller).execute()
+        assert seen and all(s.history is None for s in seen)

@@ -6,18 +6,52 @@ the load of the same moment yesterday and last week; read through PromQL `offset
 mode will stay better for long enough to repay a restart.
 
 The rule (Purohit, Svitkina, Kumar, "Improving Online Algorithms via ML Predictions", NeurIPS 2018, deterministic
-ski rental): let y be the predicted regret of never switching (the regret so far plus the forecast gain of the
-other mode integrated over the horizon, start-up + min dwell) and lambda in [LAMBDA_MIN, 1] the trust. Restart once
+ski rental, Algorithm 2 and Theorem 2.2): let y be the predicted regret of never switching (the regret so far plus
+the forecast gain of the other mode integrated over the horizon, start-up + min dwell) and lambda in [LAMBDA_MIN, 1]
+the trust. Restart once
 
     regret >= lambda * C      when y >= C  (the forecast says the other mode stays better long enough: go early)
     regret >= C / lambda      when y <  C  (the forecast says this is a short dip or bump: wait longer)
 
-Bound: whatever the demand does, this pays at most (1 + 1/lambda) times the offline optimum (robustness), and at
-most (1 + lambda) times it when the forecast is right (consistency). lambda = 1 is exactly the reactive rule (both
-bounds 2). lambda adapts to the forecast's recent error: an exponentially weighted mean of the relative error of
+Per episode (a season in which the other mode is better; ALG the rule's cost, the regret it ran up plus C; OPT the
+offline optimum's, min(L, C) with L the regret of staying all season): ALG <= (1 + 1/lambda) OPT whatever the
+forecast (robustness) and ALG <= (1 + lambda) OPT when it is right (consistency). lambda = 1 is exactly the
+reactive rule (both 2). No deterministic rule does better on both at once: Wei and Zhang ("Optimal
+Robustness-Consistency Trade-offs for Learning-Augmented Online Algorithms", NeurIPS 2020) show that
+(1 + lambda, 1 + 1/lambda) is the Pareto front. So a per-episode worst case of 2x leaves nothing for the forecast
+to gain (lambda = 1), and a floor of LAMBDA_MIN = 0.5 gives 3x.
+
+The trade: 2x over every run, 1 + 1/lambda per episode. A ledger (`Ledger`) banks the slack the rule has proven
+against the 2x bound, B = sum over settled episodes of (2 OPT - ALG), and the threshold may move away from C only
+by what is banked: it is clipped to [C - B, C + B] (`clipped`). The worst case of restarting at regret b (the
+season ends right then: OPT = min(b, C)) exceeds 2 OPT by |C - b|, which is debited at the restart; once the
+season is known (the regret of staying, carried on after the restart, reaches C: OPT = C; or falls back to 0)
+the episode is settled: the debit comes back and the true slack 2 OPT - ALG (>= -debit) is added. A season that
+ends without a restart adds 2 min(L, C) - L (= L below C; >= 0 as long as the threshold is <= 2C, which
+LAMBDA_MIN = 0.5 guarantees).
+
+Theorem. From the ledger's start (B = 0: a new deployment, an operator restart), at every moment
+
+    sum of ALG over the episodes so far  <=  2 * sum of OPT  +  sum of overshoots  -  B,   B >= 0,
+
+where an episode's overshoot is the regret run up past max(threshold, min(regret, C)) before the restart
+happened: at most one evaluation interval's regret, or what min dwell, the restart budget or a bar held it back,
+exactly as the reactive rule's own. Proof: by induction over evaluations. B starts at 0. A restart at regret b
+within [C - B, C + B] debits |C - b| <= B, so B stays >= 0, and its excess over 2 OPT is at most |C - b| whatever
+follows; settling replaces that debit by the true excess (<= the debit, so B never falls); a season without a
+restart has ALG = L <= 2 min(L, C) (L <= threshold <= 2C) and adds its slack. Summing the per-episode identities
+ALG_e - 2 OPT_e = -(its contribution to B) + overshoot_e gives the bound. Each single episode stays within
+1 + 1/lambda (the clipped threshold lies between lambda C and C / lambda). So a forecast that is wrong costs at most
+what right ones (or short seasons) have banked before it: on a trace where the history lies from the start, the
+rule is the reactive one, 2x per episode.
+
+lambda adapts to the forecast's recent error: an exponentially weighted mean of the relative error of
 the history's value for *now* against the demand read now (half-life ERROR_HALF_LIFE); lambda falls linearly from
 1 at an error of ERROR_NO_TRUST or more to LAMBDA_MIN at no error. So a forecast that keeps being wrong runs the
-reactive rule (2x), and the worst single episode after a run of good forecasts costs at most 1 + 1/LAMBDA_MIN = 3x.
+reactive rule (2x), whatever the bank.
+
+The ledger lives in the policy state in memory (not in status): an operator restart starts it again at 0, which
+keeps the theorem (it holds from any start) and only forgets earned slack.
 
 Unknown is not zero: without history (a new deployment, retention shorter than a week, the Direct source, a
 failed query) there is no forecast, lambda is 1 and the rule is the reactive one; a missing forecast never
@@ -27,7 +61,7 @@ causes a switch. The error starts at ERROR_START (no trust) and only earned accu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 LAMBDA_MIN = 0.5  # the most trust: consistency 1.5, robustness 3
 ERROR_NO_TRUST = 0.5  # relative error at or above which the forecast is not trusted at all (lambda = 1)
@@ -118,3 +152,64 @@ def robustness(lam: float) -> float:
 def consistency(lam: float) -> float:
     """The factor over the offline optimum at trust lambda when the forecast is right."""
     return 1.0 + lam
+
+
+@dataclass(frozen=True)
+class Rental:
+    """A restart whose episode is not settled yet: what it paid and the regret staying would have run up since."""
+
+    bought: float  # the regret the restart is accounted at: max(threshold, min(regret, C)) (module docstring)
+    cost: float  # C at the restart
+    debit: float  # |C - bought|: the worst case's excess over 2 OPT, debited from the bank
+    regret: float  # staying's regret, carried on after the restart (a CUSUM, as the policy's)
+    peak: float  # its highest value: L so far
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The slack banked against the 2x bound (module docstring); in memory only."""
+
+    bank: float = 0.0  # tokens: sum of (2 OPT - ALG) over settled episodes, less open debits; never < 0
+    peak: float = 0.0  # the highest regret of the current season without a restart (0: none under way)
+    rental: Rental | None = None
+
+
+def clipped(cost: float, wanted: float, bank: float) -> float:
+    """The threshold the bank allows: `wanted` within [C - B, C + B]."""
+    room = max(bank, 0.0)
+    return min(max(wanted, cost - room), cost + room)
+
+
+def settled(bank: float, rental: Rental) -> float:
+    """The bank once `rental`'s season is known: its debit back, its true slack 2 min(L, C) - (bought + C) added."""
+    return bank + rental.debit + 2.0 * min(rental.peak, rental.cost) - (rental.bought + rental.cost)
+
+
+def account(ledger: Ledger, regret: float, cost: float, stayed_gain: float, dt: float) -> Ledger:
+    """One evaluation without a restart. `regret`: the current mode's after this reading; `cost`: C now;
+    `stayed_gain`: tokens/s the current mode serves more than the one the last restart left (the regret staying
+    would have run up, per second)."""
+    bank, peak = ledger.bank, max(ledger.peak, regret)
+    if regret <= 0.0 < ledger.peak:  # a season ended without a restart: ALG = L, OPT = min(L, C)
+        # negative only past 2C >= the threshold: a restart held back (dwell, budget, bar), an overshoot
+        bank += max(0.0, 2.0 * min(ledger.peak, cost) - ledger.peak)
+        peak = 0.0
+    rental = ledger.rental
+    if rental is not None:
+        stayed = max(0.0, rental.regret + stayed_gain * max(dt, 0.0))
+        rental = replace(rental, regret=stayed, peak=max(rental.peak, stayed))
+        if rental.peak >= rental.cost or stayed <= 0.0:  # OPT known: C, or the season is over
+            bank, rental = settled(bank, rental), None
+    return Ledger(bank, peak, rental)
+
+
+def on_restart(ledger: Ledger, threshold: float, regret: float, cost: float) -> Ledger:
+    """A restart at `regret` whose threshold was `threshold`: settle the previous rental as it stands, debit this
+    one's worst case."""
+    bank = settled(ledger.bank, ledger.rental) if ledger.rental is not None else ledger.bank
+    bought = max(threshold, min(regret, cost))
+    debit = abs(cost - bought)
+    rental = Rental(bought, cost, debit, regret, regret)
+    if rental.peak >= cost:  # staying's regret already reached C: OPT = C
+        return Ledger(settled(bank - debit, rental), 0.0, None)
+    return Ledger(bank - debit, 0.0, rental)

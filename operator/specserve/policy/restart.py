@@ -27,7 +27,18 @@ from functools import lru_cache
 
 from specserve.api.models import Mode
 from specserve.policy.curves import ModeCurves
-from specserve.policy.forecast import History, consistency, forecast, robustness, threshold, trust, update_error
+from specserve.policy.forecast import (
+    History,
+    account,
+    clipped,
+    consistency,
+    forecast,
+    on_restart,
+    robustness,
+    threshold,
+    trust,
+    update_error,
+)
 from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, PolicyState
@@ -117,14 +128,17 @@ def ahead(
     gain = pool_rate(curves, target, predicted.ahead, n) - pool_rate(curves, current, predicted.ahead, n)
     expected = max(0.0, regret + gain * history.horizon)
     lam = trust(error)
-    bar = threshold(cost, expected, lam)
+    wanted = threshold(cost, expected, lam)
+    bank = state.forecast_ledger.bank
+    bar = clipped(cost, wanted, bank)
     recent_error = f"{error:.0%}" if error is not None else "not scored yet"
     side = "repays" if expected >= cost else "does not repay"
+    held_to = f", held to {bar:.0f} by the slack banked against 2x ({bank:.0f})" if bar != wanted else ""
     why = (
         f"forecast ({predicted.source}) demand {predicted.ahead:.1f} over the next {history.horizon:.0f} s {side} the "
         f"restart (expected regret {expected:.0f}); recent error {recent_error}, trust lambda {lam:.2f} "
         f"(within {consistency(lam):.2f}x of the optimum when right, {robustness(lam):.2f}x whatever): "
-        f"threshold {bar:.0f}"
+        f"threshold {wanted:.0f}{held_to}"
     )
     return Ahead(error, bar, why)
 
@@ -140,7 +154,15 @@ def decide_restart(
     restarts = recent(state.restarts, now)
     cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
     fore = ahead(knobs, curves, state, (demand, now, regret), cost, history)
-    held = replace(state, regret=regret, restarts=restarts, pending=None, forecast_error=fore.error)
+    dt = (
+        0.0
+        if state.last_evaluation is None
+        else min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * knobs.evaluation_interval)
+    )
+    # the 2x ledger (policy.forecast): staying in the mode the last restart left would have run up f_cur - f_oth
+    books = account(state.forecast_ledger, regret, cost, f_cur - f_oth, dt)
+    held = replace(state, regret=regret, restarts=restarts, pending=None, forecast_error=fore.error,
+                   forecast_ledger=books)  # fmt: skip
     per = demand / n if n > 0 else demand
     load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
     ledger = f"regret {regret:.0f} tokens vs restart cost {cost:.0f} ({knobs.startup_seconds:.0f} s of lost serving)"
@@ -171,7 +193,10 @@ def decide_restart(
             f"{load}; {ledger}, but {target} is barred for {bar.until - now:.0f} s more: the last restart into it "
             f"did not roll out ({bar.failures} in a row: {bar.reason})",
         )
-    changed = replace(held, mode=target, mode_since=now, last_switch=now, regret=0.0, restarts=(*restarts, now))
+    changed = replace(
+        held, mode=target, mode_since=now, last_switch=now, regret=0.0, restarts=(*restarts, now),
+        forecast_ledger=on_restart(books, fore.threshold, regret, cost),
+    )  # fmt: skip
     why = f"{ledger}: restart into {target}"
     if always and regret < fore.threshold:
         why = f"{target} serves more at every measured concurrency, so no demand can repay staying: restart now"

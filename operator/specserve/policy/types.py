@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from specserve.api.models import Mode, Strategy, Weights
-from specserve.policy.forecast import History
+from specserve.policy.forecast import History, Ledger
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ class PolicyState:
     barred: tuple[Bar, ...] = ()  # modes the policy may not change into yet (policy.rollback)
     # Restart: the forecast's recent relative error (policy.forecast); None: no forecast scored yet (no trust)
     forecast_error: float | None = None
+    # Restart: the slack banked against the 2x bound (policy.forecast); in memory only, not in status
+    forecast_ledger: Ledger = field(default_factory=Ledger)
 
 
 @dataclass(frozen=True)

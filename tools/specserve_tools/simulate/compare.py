@@ -80,6 +80,9 @@ def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None) -
         out.append(Entry("naive", setup, NaiveThreshold(setup.crossover)))
     for role, factory in POLICIES.items():
         out.append(Entry(role, setup, factory(setup, knobs, curves)))
+    if setup.forecast_horizon is not None:  # Restart with a demand history: the same policy without it, beside it
+        reactive = SpecServePolicy(knobs, curves, setup.initial_mode, f"SpecServe {setup.strategy} reactive")
+        out.append(Entry("reactive", replace(setup, forecast_horizon=None), reactive))
     # The steady-state plan with hindsight, replayed: a strong reference policy (not the bound)
     if setup.strategy is Strategy.TRAFFIC_SPLIT:
         out.append(Entry("plan", setup, replace(split_optimum(setup, load), name="offline plan (replayed)")))

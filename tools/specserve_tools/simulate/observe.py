@@ -12,16 +12,23 @@ The whole history is kept (`history_seconds`, 8 days by default), so a query can
 `results(now, offset)` is what the grouped queries return with `offset <offset>s` (the values of
 `now - offset`), and `sample(now, roles, offset)` reads them with the operator's reader as of `now - offset`
 (the same time yesterday: 86400; last week: 604800). A query before the start of the history finds no series,
-as in Prometheus."""
+as in Prometheus.
+
+Restart's demand history (policy.forecast) is answered the same way: `history(now, roles, horizon)` is what the
+live loop's four history queries (metrics.promql.history_queries: demand a day and a week ago, smoothed, and its
+mean over the `horizon` that followed) return, read by the operator's own metrics.signal.read_history. Each scrape
+carries the running sum of the demand it saw, so a mean over any window, a horizon of hours included, is two
+look-ups (no re-scan of the window on every evaluation of a week)."""
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from specserve.metrics.promql import PoolKey, Query, Signal, Windows, grouped_queries
+from specserve.metrics.promql import HISTORY_SIGNALS, PoolKey, Query, Signal, Windows, grouped_queries, history_queries
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, ReadTarget, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, index, read, read_history
+from specserve.policy.forecast import History
 from specserve.policy.types import Sample
 from specserve_tools.emulator.engine import Mode as EngineMode
 from specserve_tools.emulator.engine import active_steps
@@ -39,6 +46,7 @@ class Scrape:
     tokens_total: float  # the generation_tokens counter
     spec_steps: float | None
     accept_length: float | None
+    demand_sum: float = 0.0  # running + queued summed over this series' scrapes so far, this one included
 
 
 DAY_SECONDS = 86400.0
@@ -60,6 +68,7 @@ class Prometheus:
         self.series: dict[str, list[Scrape]] = {role: [] for role in pools}
         self.times: dict[str, list[float]] = {role: [] for role in pools}
         self.queries: dict[Signal, Query] = {q.signal: q for q in grouped_queries(self.windows)}
+        self.history_query_sets: dict[int, list[Query]] = {}  # by horizon: the PromQL is built once
         self.next_scrape = 0.0
 
     def maybe_scrape(self, now: float) -> None:
@@ -83,6 +92,8 @@ class Prometheus:
 
     def _append(self, role: str, scrape: Scrape) -> None:
         series, times = self.series[role], self.times[role]
+        previous = series[-1].demand_sum if series else 0.0
+        scrape = replace(scrape, demand_sum=previous + scrape.running + scrape.queued)
         series.append(scrape)
         times.append(scrape.time)
         if times[0] < scrape.time - 2 * self.history_seconds:  # trim in batches: amortised O(1)
@@ -140,3 +151,42 @@ class Prometheus:
         )
         target = ReadTarget(NAMESPACE, NAME, pools, self.scrape_seconds)
         return read(target, index(results), now - offset).sample
+
+    def _mean_demand(self, role: str, now: float, seconds: float) -> float | None:
+        """avg_over_time(running) + avg_over_time(queued) over (now - seconds, now]; None: no scrape there (the
+        series is absent from the result, as in Prometheus)."""
+        times = self.times[role]
+        lo = bisect.bisect_right(times, now - seconds)
+        hi = bisect.bisect_right(times, now)
+        if hi <= lo:
+            return None
+        series = self.series[role]
+        before = series[lo - 1].demand_sum if lo > 0 else series[0].demand_sum - series[0].running - series[0].queued
+        return (series[hi - 1].demand_sum - before) / (hi - lo)
+
+    def history_results(self, now: float, horizon: int) -> list[QueryResult]:
+        """What the live loop's history queries (metrics.promql.history_queries) return at `now`: per signal its
+        lookback and window, `offset lookback` smoothed for now, `[horizon] offset lookback - horizon` ahead."""
+        queries = self.history_query_sets.get(horizon)
+        if queries is None:
+            queries = self.history_query_sets[horizon] = history_queries(self.windows, horizon)
+        out = []
+        for query in queries:
+            lookback, ahead = HISTORY_SIGNALS[query.signal]
+            window, offset = (horizon, lookback - horizon) if ahead else (self.windows.smooth, lookback)
+            values = {}
+            for role in self.series:
+                mean = self._mean_demand(role, now - offset, window)
+                if mean is not None:
+                    values[PoolKey(NAMESPACE, NAME, role)] = mean
+            out.append(QueryResult(query, values, time=now))
+        return out
+
+    def history(self, now: float, speculative_roles: dict[str, bool], horizon: int) -> History:
+        """Restart's demand history as the operator reads it at `now` (metrics.signal.read_history)."""
+        pools = tuple(
+            PoolTarget(role=role, ready=len(pool.ready(now)), speculative=speculative_roles[role])
+            for role, pool in self.pools.items()
+        )
+        target = ReadTarget(NAMESPACE, NAME, pools, self.scrape_seconds)
+        return read_history(target, index(self.history_results(now, horizon)), horizon)

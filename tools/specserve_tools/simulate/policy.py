@@ -16,6 +16,7 @@ class SpecServePolicy:
         self.knobs, self.curves, self.initial_mode = knobs, curves, initial_mode
         self.state: PolicyState = initial_state(knobs, initial_mode, 0.0)
         self.verdicts: list[Verdict] = []  # the decisions that changed something (the status history)
+        self.reads_history = True  # Restart's demand history goes into its Samples (simulate.run)
 
     def start(self, setup: Setup) -> Command:
         self.state = initial_state(self.knobs, self.initial_mode, 0.0)

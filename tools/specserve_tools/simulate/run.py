@@ -3,7 +3,7 @@ simulated Prometheus shows, and what it all served."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specserve.api.models import Mode, Strategy
 from specserve.render.adaptive import steps_for_crossover
@@ -129,6 +129,9 @@ class Simulation:
         split = self.setup.strategy is Strategy.TRAFFIC_SPLIT
         spec_pool, base_pool = (self.pools[SPECULATIVE], self.pools[BASELINE]) if split else (pools[0], pools[0])
         closed = load.closed_loop
+        # Restart's demand history, for the controllers that read it (the operator's policy): the baselines and the
+        # replayed plan ignore it, and reading it costs each evaluation four queries
+        horizon = self.setup.forecast_horizon if getattr(self.controller, "reads_history", False) else None
         for k in range(load.steps):
             now = k * dt
             if closed:
@@ -148,7 +151,12 @@ class Simulation:
             self.prometheus.maybe_scrape(now)  # what the gauges show while this step is served
             if k % every == 0:
                 if k > 0:
-                    sample = self.prometheus.sample(now, self._roles(now))
+                    roles = self._roles(now)
+                    sample = self.prometheus.sample(now, roles)
+                    if horizon is not None:
+                        # as the live loop: the history joins the reading (switching.gather.settle_history)
+                        history = self.prometheus.history(now, roles, horizon)
+                        sample = replace(sample, history=history)
                     cmd = self.controller.decide(sample, self.converging(now))
                     if cmd is not None:
                         self._apply(cmd, now)

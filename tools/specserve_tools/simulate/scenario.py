@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserve.api.models import CurvePoint, Curves, Mode, SpecServe, Strategy
+from specserve.metrics.promql import horizon_of
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.types import Knobs
@@ -90,6 +91,8 @@ def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy
         elif cross is not None:
             table = adaptive_table(cross, spec.speculative.num_steps)
     single = spec.strategy is not Strategy.TRAFFIC_SPLIT
+    # Restart reads a demand history through Prometheus; the Direct source has none (the reactive rule)
+    history = spec.strategy is Strategy.RESTART and switching.metrics.source != "Direct"
     setup = Setup(
         strategy=spec.strategy,
         profile=profile,
@@ -103,6 +106,8 @@ def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy
         num_steps=spec.speculative.num_steps,
         adaptive_table=table,
         dt=dt,
+        # the live loop's horizon (switching.gather.forecast_horizon), from the start-up the knobs simulate
+        forecast_horizon=horizon_of(knobs.startup_seconds + knobs.min_dwell) if history else None,
     )
     if setup.speculative_replicas < 1 or (not single and setup.baseline_replicas < 1):
         notes.append("a pool with 0 replicas serves nothing: the comparison says little")

@@ -29,6 +29,9 @@ class Setup:
     num_steps: int  # speculative steps below the crossover (Adaptive's rendered config)
     adaptive_table: AdaptiveTable | None  # the Adaptive config in force at the start
     dt: float = 1.0
+    # Restart: the horizon (s, metrics.promql.horizon_of) of the demand history the simulated Prometheus answers,
+    # as the live loop reads it (switching.gather.forecast_horizon); None: no history, the reactive rule
+    forecast_horizon: int | None = None
 
 
 @dataclass(frozen=True)

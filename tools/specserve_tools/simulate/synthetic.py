@@ -8,7 +8,10 @@ They are shaped around a per-replica crossover of 64 (illustrative-crossover-8b'
 - diurnal-requests: an open-loop 24 h day of 100k requests (Poisson arrivals, lognormal output lengths).
 - week: a closed-loop week from Monday 00:00: weekdays like `diurnal` (each day its own noise and bursts, the
   peak varying +-10%), the weekend lower (peak ~90) and later (peak at 16:00), for forecasts that look a day
-  and a week back."""
+  and a week back.
+- week-adversarial: a closed-loop week whose history lies: each day's busy hours are the previous day's quiet ones
+  (the peak alternates between 15:30 and 03:30), so the same time yesterday shows the opposite of now: the
+  forecast-ahead restart rule must earn no trust there and stay within its bound (policy.forecast)."""
 
 from __future__ import annotations
 
@@ -99,12 +102,29 @@ def week(seed: int = 1) -> Trace:
     return _closed("week", values)
 
 
+def week_adversarial(seed: int = 1) -> Trace:
+    rng = random.Random(seed)
+    per_day = int(DAY / STEP)
+    values: list[float] = []
+    noise = 0.0
+    for day in range(7):
+        centre = 15.5 if day % 2 == 0 else 3.5  # yesterday's peak is today's trough
+        peak = 170.0 * rng.uniform(0.9, 1.1)
+        for i in range(per_day):
+            hour = i * STEP / 3600.0
+            level = 10.0 + peak * (0.5 - 0.5 * math.cos(2 * math.pi * (hour - centre + 12.0) / 24.0)) ** 2
+            noise = 0.9 * noise + rng.gauss(0.0, 0.04)
+            values.append(level * (1.0 + noise))
+    return _closed("week-adversarial", values)
+
+
 SHIPPED: dict[str, Callable[[int], Trace]] = {
     "diurnal": diurnal,
     "step": lambda _seed: step(),  # no randomness in it
     "oscillating": oscillating,
     "diurnal-requests": diurnal_requests,
     "week": week,
+    "week-adversarial": week_adversarial,
 }
 
 

@@ -1,0 +1,100 @@
+"""Restart as ski rental, episode by episode (simulate.episodes), on the shipped weeks: the forecast-ahead rule pays
+less than the reactive one where the history tells the truth (`week`), and where it lies (`week-adversarial`:
+each day the opposite of yesterday) it earns no trust and stays the reactive rule, within 2x of the offline
+optimum per episode up to one evaluation interval's regret (policy.forecast)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from specserve.api.models import Mode, Strategy
+from specserve.api.validation import parse_object
+from specserve.policy.forecast import LAMBDA_MIN, robustness
+from specserve.policy.restart import pool_rate, switch_cost
+from specserve_tools.emulator.profile import load_profile
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.episodes import Episode, episodes
+from specserve_tools.simulate.scenario import DEFAULT_SPEC, Scenario, scenario, with_strategy
+from specserve_tools.simulate.synthetic import shipped_trace
+
+PROFILE = "illustrative-crossover-8b"
+
+
+@cache
+def _scenario() -> Scenario:
+    obj = with_strategy(parse_object(DEFAULT_SPEC), Strategy.RESTART)
+    return scenario(obj, load_profile(PROFILE), Slo(5.0, 0.1))
+
+
+def demands(trace: str) -> list[float]:
+    """The trace's clients at each evaluation (a closed loop: requests in flight = clients)."""
+    t = shipped_trace(trace, 1)
+    dt = _scenario().knobs.evaluation_interval
+    out, j = [], 0
+    for i in range(int(t.duration / dt)):
+        while j + 1 < len(t.steps) and t.steps[j + 1][0] <= i * dt:
+            j += 1
+        out.append(t.steps[j][1])
+    return out
+
+
+@cache
+def ran(trace: str, forecast: bool) -> tuple[Episode, ...]:
+    s = _scenario()
+    horizon = s.setup.forecast_horizon if forecast else None
+    assert s.curves is not None and horizon != 0
+    return tuple(episodes(s.knobs, s.curves, demands(trace), s.setup.initial_mode, horizon))
+
+
+def paid(eps: tuple[Episode, ...]) -> float:
+    return sum(e.paid for e in eps)
+
+
+def overshoot(trace: str) -> float:
+    """The most one evaluation interval's regret can add past the threshold, relative to the restart cost there:
+    the discrete rule's excess over the continuous bound."""
+    s = _scenario()
+    k, curves = s.knobs, s.curves
+    assert curves is not None
+    worst = 0.0
+    for d in set(demands(trace)):
+        gap = abs(pool_rate(curves, Mode.SPECULATIVE, d, 1) - pool_rate(curves, Mode.BASELINE, d, 1))
+        cost = min(switch_cost(curves, m, d, 1, k.startup_seconds, 0) for m in Mode)
+        worst = max(worst, gap * k.evaluation_interval / cost)
+    return worst
+
+
+def test_premise_the_week_has_a_restart_into_each_mode_every_day() -> None:
+    for trace in ("week", "week-adversarial"):
+        assert sum(e.restart is not None for e in ran(trace, False)) >= 14, trace
+
+
+def test_where_the_history_tells_the_truth_the_forecast_pays_less_than_the_reactive_rule() -> None:
+    reactive, forecast = paid(ran("week", False)), paid(ran("week", True))
+    assert forecast < 0.92 * reactive  # measured: 11% less (the first day has no history, Saturday follows Friday)
+    early = [e for e in ran("week", True) if e.restart is not None and e.ratio < 1.9]
+    assert len(early) >= 8  # the weekdays after the first: restarted early, near 1 + lambda
+
+
+def test_where_the_history_lies_the_rule_earns_no_trust_and_stays_within_2x_per_episode() -> None:
+    reactive, forecast = ran("week-adversarial", False), ran("week-adversarial", True)
+    bound = 2.0 + overshoot("week-adversarial")
+    assert max(e.ratio for e in forecast) <= bound
+    assert max(e.ratio for e in forecast) < robustness(LAMBDA_MIN)
+    assert paid(forecast) <= paid(reactive) * 1.01  # no worse than ignoring the history (measured +0.25%)
+
+
+def test_a_lie_after_days_of_truth_costs_one_episode_within_1_plus_1_over_lambda_and_the_run_stays_within_2x() -> None:
+    """Monday to Thursday as usual (trust earned, slack banked), then a day peaking at 03:30 instead of 15:30: the
+    trusted forecast restarts early into a season that ends, one episode beyond 2x but within 1 + 1/lambda, and
+    the ledger keeps the run as a whole within 2x (policy.forecast)."""
+    s = _scenario()
+    assert s.curves is not None and s.setup.forecast_horizon is not None
+    per_day = round(86400 / s.knobs.evaluation_interval)
+    lie = demands("week")[: 4 * per_day] + demands("week-adversarial")[per_day : 2 * per_day]
+    eps = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, s.setup.forecast_horizon)
+    first_lie = min((e for e in eps if e.start >= 4 * 86400), key=lambda e: e.start)
+    assert 2.0 < first_lie.ratio <= robustness(LAMBDA_MIN) + overshoot("week")  # measured 2.44
+    reactive = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, None)
+    assert paid(tuple(eps)) / sum(e.optimum for e in eps) < 2.0  # measured 1.91 (reactive 2.00)
+    assert paid(tuple(eps)) < paid(tuple(reactive))
