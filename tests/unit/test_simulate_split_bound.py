@@ -20,7 +20,7 @@ from specserve.simulate.cluster import Slo, serving_function
 from specserve.simulate.restart_bound import restart_schedule_bound
 from specserve.simulate.run import simulate
 from specserve.simulate.setup import Command, Controller, Load, Setup
-from specserve.simulate.split_bound import CELLS_PER_REQUEST, PoolCells, weight_schedule_bound
+from specserve.simulate.split_bound import CELLS_PER_REQUEST, PoolCells, range_max, weight_schedule_bound
 
 # Speculation is twice as fast at low load and saturates early; baseline keeps rising. Cap 10 per replica.
 PROFILE = Profile(
@@ -178,3 +178,14 @@ def test_the_restart_bound_counts_the_backlog_of_every_roll() -> None:
     goods = [sum(p.good_tokens for p in simulate(s, load, c).pools.values()) for c in runs]
     assert max(goods) <= b.goodput_tokens
     assert max(goods) > max(goods[:2])  # rolling pays here: the bound is not just above the static modes
+
+
+@pytest.mark.parametrize("widest", [1, 3, 8, 9, 40])
+def test_range_max_is_the_maximum_over_each_range(widest: int) -> None:
+    rng = np.random.default_rng(widest)
+    values = rng.normal(size=100)
+    lo = rng.integers(0, 100 - widest + 1, size=50)
+    hi = lo + rng.integers(0, widest, size=50)
+    hi[0] = lo[0] + widest - 1
+    expected = [values[a : b + 1].max() for a, b in zip(lo, hi, strict=True)]
+    assert np.array_equal(range_max(values, lo, hi), expected)

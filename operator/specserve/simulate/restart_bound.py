@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from specserve.simulate.bound import sliding_max
 from specserve.simulate.rates import Array
-from specserve.simulate.split_bound import CELLS_PER_REQUEST, NEG, Index, PoolCells, RangeMax, cell_of
+from specserve.simulate.split_bound import CELLS_PER_REQUEST, NEG, Index, PoolCells, cell_of, range_max
 
 
 def restart_schedule_bound(
@@ -99,5 +99,4 @@ def _reach(values: Array, lo: Index, hi: Index) -> Array:
     hi = np.minimum(hi, values.size - 1)
     ok = lo <= hi
     lo = np.minimum(lo, hi)
-    widest = int(np.max(np.where(ok, hi - lo + 1, 1), initial=1))
-    return np.where(ok, RangeMax(values, widest).query(lo, hi), NEG)
+    return np.where(ok, range_max(values, lo, hi), NEG)

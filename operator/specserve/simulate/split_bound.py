@@ -135,6 +135,20 @@ class RangeMax:
         return out
 
 
+NARROW = 8  # ranges at most this wide are scanned directly (the usual case: cheaper than a sparse table)
+
+
+def range_max(values: Array, lo: Index, hi: Index) -> Array:
+    """max(values[lo..hi]) per pair (lo <= hi, both in range)."""
+    widest = int(np.max(hi - lo, initial=0)) + 1
+    if widest > NARROW:
+        return RangeMax(values, widest).query(lo, hi)
+    out = values[lo]
+    for j in range(1, widest):
+        out = np.maximum(out, values[np.minimum(lo + j, hi)])
+    return out
+
+
 def weight_schedule_bound(
     spec: Sequence[PoolCells],
     base: PoolCells,
@@ -185,8 +199,6 @@ def weight_schedule_bound(
             pushed = concurrency[k + 1] - h_b_suffix[np.minimum(cell(np.maximum(0.0, c - zi - d)), total - 1)]
             hi = np.minimum(cell(np.maximum(stay, pushed)), later.size - 1)
             ok = lo <= hi
-            lo = np.minimum(lo, hi)
-            widest = int(np.max(np.where(ok, hi - lo + 1, 1), initial=1))
-            value = np.where(ok, value + RangeMax(later, widest).query(lo, hi), NEG)
+            value = np.where(ok, value + range_max(later, np.minimum(lo, hi), hi), NEG)
         later = value
     return float(np.max(later[: min(int(cell(concurrency[0])), later.size - 1) + 1]))
