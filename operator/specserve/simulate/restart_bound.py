@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from specserve.simulate.bound import sliding_max
 from specserve.simulate.rates import Array
-from specserve.simulate.split_bound import CELLS_PER_REQUEST, NEG, Index, PoolCells, cell_of, range_max
+from specserve.simulate.split_bound import NEG, Index, PoolCells, cell_of, range_max
 
 
 def restart_schedule_bound(
@@ -41,14 +41,14 @@ def restart_schedule_bound(
     roll_steps: int,
     dt: float,
     tokens_per_request: float,
-    cells_per_request: int = CELLS_PER_REQUEST,
 ) -> float:
     """max over restart schedules of the good tokens (module doc). `modes[m][scale_index[k]]`: the one-replica
-    pool in mode m (0 speculative, 1 baseline) at step k; every PoolCells covers at least max(concurrency)."""
+    pool in mode m (0 speculative, 1 baseline) at step k; every PoolCells has the same cells and covers at least
+    max(concurrency)."""
     steps = len(concurrency)
     if steps == 0:
         return 0.0
-    d = 1.0 / cells_per_request
+    d = modes[0][0].d
     per = tokens_per_request / dt
     total = modes[0][0].good.size
     z = np.arange(total, dtype=np.float64) * d

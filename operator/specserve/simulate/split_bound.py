@@ -66,7 +66,7 @@ class PoolCells:
     met), the most and the least tokens/s served, with n requests in flight on `replicas` replicas."""
 
     def __init__(self, rate: Rate, replicas: int, cap: float, tpot: float, cells: int, d: float) -> None:
-        self.rate, self.replicas, self.cap, self.tpot = rate, replicas, cap, tpot
+        self.rate, self.replicas, self.cap, self.tpot, self.d = rate, replicas, cap, tpot, d
         bp = replicas * knots([rate], tpot) if replicas >= 1 else np.zeros(0)
         self.breaks = bp[(bp > 0) & (bp < cells * d)]  # where the good tokens/s may turn (in requests)
         self.good = _cell_extreme(rate, replicas, cap, tpot, cells, d, largest=True)
@@ -157,14 +157,13 @@ def weight_schedule_bound(
     in_flight: Sequence[float],
     dt: float,
     tokens_per_request: float,
-    cells_per_request: int = CELLS_PER_REQUEST,
 ) -> float:
     """max over weight schedules of the good tokens (the module doc), in tokens. `spec[scale_index[k]]` is the
-    speculative pool at step k; every PoolCells covers at least max(in_flight) requests."""
+    speculative pool at step k; every PoolCells has the same cells and covers at least max(in_flight) requests."""
     steps = len(concurrency)
     if steps == 0:
         return 0.0
-    d = 1.0 / cells_per_request
+    d = base.d
     per = tokens_per_request / dt  # served tokens/s per completion per step
     total = base.good.size
 
