@@ -53,8 +53,8 @@ def restart_schedule_bound(
     total = modes[0][0].good.size
     z = np.arange(total, dtype=np.float64) * d
 
-    def cell(x: NDArray[Any] | float) -> Index:
-        return cell_of(x, d)
+    def cell(x: NDArray[Any] | float, up: bool = True) -> Index:
+        return cell_of(x, d, up)
 
     # the completions' extremes per cell, per mode and scale
     comps = [[(np.minimum(p.most / per, z + d), np.minimum(p.least / per, np.minimum(z, p.slots))) for p in m]
@@ -78,12 +78,12 @@ def restart_schedule_bound(
                 lo = np.maximum(0.0, zi - most[:g])
                 hi = zi + d - least[:g]
                 c = concurrency[k + 1]
-                value = value + _reach(later[m], cell(np.maximum(c, lo)), cell(np.maximum(c, hi)))
+                value = value + _reach(later[m], cell(np.maximum(c, lo), up=False), cell(np.maximum(c, hi)))
                 if k >= 1 and roll_steps >= 0:
                     if k + window < steps:
                         back = history[-1][1 - m]  # W_{k+window}, the other mode
                         mx = ahead[k + window - 1]
-                        roll = _reach(back, cell(np.maximum(mx, lo)), cell(np.maximum(mx, hi)))
+                        roll = _reach(back, cell(np.maximum(mx, lo), up=False), cell(np.maximum(mx, hi)))
                     else:
                         roll = np.zeros(g)  # the roll outlasts the trace: nothing more is served
                     value = np.maximum(value, p.good[:g] * dt + roll)

@@ -23,10 +23,11 @@ concurrency falls faster than requests complete).
 
 Solved by dynamic programming over cells of the state, [i d, (i+1) d] with d = 1/CELLS_PER_REQUEST, rounded
 outward so that W_k(i) >= sup{V_k(n) : n in cell i}, V_k the exact value from step k on (backward induction):
-- the reward of a cell is sup over the cell of S_ok, plus sup of B_ok over every cell that meets
-  [C_k - (i+1) d, U_k - i d]; each sup is exact (a piecewise-linear function with downward jumps at the SLO
-  takes its supremum over an interval at a knot, an SLO crossing or an end, all tried), so the cell reward is
-  >= g_k(n) for every n in the cell;
+- the reward of a cell is >= g_k(n) for every n in it: where U_k = C_k (the total is the clients), the exact
+  sup over the cell of S_ok(n) + B_ok(C_k - n), a piecewise-linear function with downward jumps at the SLO,
+  which takes its supremum at a knot or SLO crossing of either pool or an end, all tried (split_reward); where
+  U_k > C_k, the sup of S_ok over the cell plus the sup of B_ok over every cell meeting [C_k - (i+1) d,
+  U_k - i d] (each exact the same way);
 - completions per step are min(served x dt / L, running) (cluster.Pool.serve: a pool's remaining tokens per
   request stay L, output lengths being memoryless), so over a cell h_P lies between n - (the cell's largest
   completions) and n - (its least): the lower end of the reachable set is at least z_i - maxcomp_S(i), the upper
@@ -56,9 +57,10 @@ Index = NDArray[np.int64]
 EPS = 1e-9  # in cells: outward rounding of interval ends computed in floating point
 
 
-def cell_of(x: NDArray[Any] | float, d: float) -> Index:
-    """The cell [i d, (i+1) d] holding x (an edge counts in the cell above it; both hold it)."""
-    return np.floor(np.asarray(x, dtype=np.float64) / d + EPS).astype(np.int64)
+def cell_of(x: NDArray[Any] | float, d: float, up: bool) -> Index:
+    """The cell [i d, (i+1) d] holding x (an edge counts in the cell above it; both hold it). x computed in
+    floating point is off by far less than EPS cells: an upper end is rounded up by that, a lower end down."""
+    return np.maximum(np.floor(np.asarray(x, dtype=np.float64) / d + (EPS if up else -EPS)), 0).astype(np.int64)
 
 
 class PoolCells:
@@ -167,8 +169,8 @@ def weight_schedule_bound(
     per = tokens_per_request / dt  # served tokens/s per completion per step
     total = base.good.size
 
-    def cell(x: NDArray[Any] | float) -> Index:
-        return cell_of(x, d)
+    def cell(x: NDArray[Any] | float, up: bool = True) -> Index:
+        return cell_of(x, d, up)
 
     idx = np.arange(total, dtype=np.int64)
     z = idx * d
@@ -187,15 +189,15 @@ def weight_schedule_bound(
         c, u = concurrency[k], in_flight[k]
         p = spec[scale_index[k]]
         # reward: the speculative pool's best in the cell + the baseline's best over the cells its share can be in
-        lo_b = np.minimum(np.maximum(cell(c - zi - d), 0), total - 1)
+        lo_b = np.minimum(cell(c - zi - d, up=False), total - 1)
         hi_b = np.minimum(np.maximum(cell(u - zi), lo_b), total - 1)
         # more in flight than clients: the baseline's share is anywhere in its range
         value = (p.good[:g] + base_good.query(lo_b, hi_b) if u > c else split_reward(p, base, c, g, d)) * dt
         if k < steps - 1:
             most, least = comps[scale_index[k]]
-            lo = cell(np.maximum(0.0, zi - most[:g]))
+            lo = cell(zi - most[:g], up=False)
             stay = zi + d - least[:g]
-            pushed = concurrency[k + 1] - h_b_suffix[np.minimum(cell(np.maximum(0.0, c - zi - d)), total - 1)]
+            pushed = concurrency[k + 1] - h_b_suffix[np.minimum(cell(c - zi - d, up=False), total - 1)]
             hi = np.minimum(cell(np.maximum(stay, pushed)), later.size - 1)
             ok = lo <= hi
             value = np.where(ok, value + range_max(later, np.minimum(lo, hi), hi), NEG)
