@@ -137,6 +137,8 @@ def comparisons() -> list[tuple[str, Comparison]]:
     return out
 
 
+# The fixture simulates 60 comparisons: minutes of CPU, more on a shared machine than the suite's default timeout.
+@pytest.mark.timeout(1800)
 def test_no_policy_beats_the_optimum_on_any_shipped_trace(comparisons: list[tuple[str, Comparison]]) -> None:
     assert len(comparisons) == len(shipped_profiles()) * len(Strategy) * len(SHIPPED)
     for label, c in comparisons:
@@ -149,6 +151,7 @@ def test_no_policy_beats_the_optimum_on_any_shipped_trace(comparisons: list[tupl
         assert not [n for n in c.notes if n.startswith("BUG")], label
 
 
+@pytest.mark.timeout(1800)
 def test_no_policy_beats_the_open_loop_latency_reference(comparisons: list[tuple[str, Comparison]]) -> None:
     checked = 0
     for label, c in comparisons:

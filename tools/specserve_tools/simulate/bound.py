@@ -41,6 +41,7 @@ from specserve.api.models import Strategy
 from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.rates import Array, Floor, Rate, batch_for, knots
 from specserve_tools.simulate.setup import Load, Setup
+from specserve_tools.simulate.split_bound import CELLS_PER_REQUEST, PoolCells, weight_schedule_bound
 
 LATENCY_WINDOW = 600.0  # seconds: the open-loop latency reference averages arrivals over this (see below)
 SCALE_GRID = 1e-3  # drifting curves: the scale is memoised on this grid (rounded in the bound's favour)
@@ -308,7 +309,53 @@ def upper_bound(setup: Setup, load: Load) -> Bound:
             totals.append(restart_dp(rate, load.steps, replicas, roll_steps) * dt)
         else:
             totals.append(sum(step_rate(k, conc[k], u[k], tpot) for k in range(load.steps)) * dt)
+    if strategy is Strategy.TRAFFIC_SPLIT and replicas >= 1 and setup.baseline_replicas >= 1:
+        loose = totals[0]
+        totals[0] = min(loose, weights_bound(bounder, load, u, up))
+        notes.append(
+            f"bound: {totals[0] / 1e6:.2f} Mtok, the best weight schedule (in-flight requests stay on their pool); "
+            f"{loose / 1e6:.2f} if every request in flight could move each step"
+        )
+    if strategy is Strategy.RESTART and replicas == 1:
+        loose = totals[0]
+        totals[0] = min(loose, restarts_bound(bounder, load, up))
+        notes.append(
+            f"bound: {totals[0] / 1e6:.2f} Mtok, the best restart schedule (requests in flight tracked); "
+            f"{loose / 1e6:.2f} with any in-flight count per step"
+        )
     return Bound(totals[0], totals[1], notes)
+
+
+def restarts_bound(bounder: Bounder, load: Load, scales: list[float]) -> float:
+    """Restart, closed loop, one replica: the exact optimum over restart schedules, rounded up (restart_bound.py)."""
+    from specserve_tools.simulate.restart_bound import restart_schedule_bound  # noqa: PLC0415 (it imports this module)
+
+    setup, curves = bounder.setup, bounder.curves
+    cells = int(max(load.concurrency, default=0.0) * CELLS_PER_REQUEST) + 2
+    d = 1.0 / CELLS_PER_REQUEST
+    distinct = sorted(set(scales))
+    spec = [PoolCells(curves.spec(x), 1, curves.cap, bounder.tpot, cells, d) for x in distinct]
+    base = PoolCells(curves.base, 1, curves.cap, bounder.tpot, cells, d)
+    index = {x: i for i, x in enumerate(distinct)}
+    roll_steps = math.ceil(setup.profile.startup_seconds / load.dt - 1e-9)
+    return restart_schedule_bound(
+        [spec, [base] * len(spec)], [index[x] for x in scales], load.concurrency, roll_steps, load.dt,
+        load.tokens_per_request,
+    )  # fmt: skip
+
+
+def weights_bound(bounder: Bounder, load: Load, in_flight: list[float], scales: list[float]) -> float:
+    """TrafficSplit, closed loop: the exact optimum over weight schedules, rounded up (split_bound.py)."""
+    setup, curves = bounder.setup, bounder.curves
+    cells = int(max(in_flight, default=0.0) * CELLS_PER_REQUEST) + 2
+    d = 1.0 / CELLS_PER_REQUEST
+    distinct = sorted(set(scales))
+    spec = [PoolCells(curves.spec(x), setup.speculative_replicas, curves.cap, bounder.tpot, cells, d) for x in distinct]
+    base = PoolCells(curves.base, setup.baseline_replicas, curves.cap, bounder.tpot, cells, d)
+    index = {x: i for i, x in enumerate(distinct)}
+    return weight_schedule_bound(
+        spec, base, [index[x] for x in scales], load.concurrency, in_flight, load.dt, load.tokens_per_request
+    )
 
 
 def running_for(setup: Setup, curves: Curves, demand: float, scale: float) -> float:
