@@ -290,13 +290,16 @@ class Dispatcher:
         )
         memo[LOOPS] = (stop, switching, resyncing, sources)
 
-    @staticmethod
-    async def stop(memo: kopf.Memo) -> None:
+    async def stop(self, memo: kopf.Memo) -> None:
         stop, switching, resync, sources = memo.get(LOOPS, (None, None, None, None))
         if stop is None:
             return
         stop.set()  # the switching loop finishes the evaluation it is in
         resync.cancel()  # a round can hold hundreds of queued reconciles: the next start repairs what it missed
+        background = list(self._wakeups)  # reconciles for pool changes and freed roll slots: the next start repairs
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         for task in (switching, resync):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
