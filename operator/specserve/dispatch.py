@@ -249,7 +249,7 @@ class Dispatcher:
         name = str(meta.get("name", ""))
         was = pools.get(name, False)
         pools[name] = now = event.get("type") != "DELETED" and read_pool(body).serving
-        if was and not now and not owner_meta.get("deletionTimestamp"):
+        if was and not now and not owner_meta.get("deletionTimestamp") and not item.memo.get(GONE):
             await self._fail_over(item)  # before anything else, and holding nothing
         # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved
         # since the status recorded them need a reconcile (at start every SpecServe gets one anyway, on.resume).
