@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,7 @@ class Handler:
         except ApiError as exc:
             response = _json(exc.body(), exc.status)
         record.status = response.status
+        record.finished = time.monotonic()
         return response
 
     async def _faulted(self, request: FaultRequest) -> aiohttp.web.StreamResponse | None:

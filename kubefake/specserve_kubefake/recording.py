@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ class RecordedRequest:
     namespace: str | None = None
     name: str | None = None
     subresource: str = ""
+    started: float = field(default_factory=time.monotonic)  # when it arrived (time.monotonic())
+    finished: float | None = None  # when it was answered (a watch: when its stream ended)
 
     @property
     def is_write(self) -> bool:

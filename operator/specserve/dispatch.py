@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Coroutine, Mapping, MutableMapping
 from typing import Any, cast
 
 import kopf
@@ -23,7 +23,9 @@ from specserve.finalizers import GONE
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Ref
 from specserve.policy.switching import decide
+from specserve.pool_state import read_pool
 from specserve.reconcile import Kube, Outcome, reconcile
+from specserve.reconcile.failover import fail_over
 from specserve.reconcile.rendered import forget as forget_render
 from specserve.reconcile.rolls import RollBudget
 from specserve.resync import ResyncProbe, resync_forever
@@ -35,6 +37,8 @@ from specserve.switching.sources import Sources
 log = logging.getLogger(__name__)
 
 QUEUED = "specserve.queued"  # per-object memo: an urgent reconcile is waiting for the object's lock
+PASS = "specserve.pass"  # per-object memo: the task of the reconcile pass holding the object's lock
+FAILOVER = "specserve.failover"  # per-object memo: one failover fast path at a time
 LOOPS = "loops"  # kopf's memo: the running loops, for stop()
 
 
@@ -80,7 +84,11 @@ class Dispatcher:
         self.config = config
         self.tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
         self.rolls = RollBudget(config.max_concurrent_rolls)  # pools rolling a template change, cluster-wide
-        self._wakeups: set[asyncio.Task[None]] = set()  # reconciles of SpecServes a freed roll slot lets go on
+        # Reconciles in the background: SpecServes a freed roll slot lets go on, owners of pools that changed.
+        self._wakeups: set[asyncio.Task[None]] = set()
+        # (namespace, SpecServe) -> pool -> has a Ready replica, as the Deployment watch last delivered it: what the
+        # failover fast path reads instead of listing.
+        self.pools: dict[tuple[str, str], dict[str, bool]] = {}
 
     async def _reconcile_latest(
         self, body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
@@ -97,6 +105,63 @@ class Dispatcher:
         if outcome.stored is not None and latest is not None and not older(outcome.stored, latest.body):
             latest.body = _plain(outcome.stored)
         return plain, outcome
+
+    async def _pass(
+        self, body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
+    ) -> tuple[dict[str, Any], Outcome] | None:
+        """One pass, in a task of its own that a failover may cancel (None: superseded). The pass is level-based:
+        the urgent pass the failover queues reads everything afresh, so nothing a cancelled pass left half done
+        is lost; what must not happen is that a pass that read the world before the failover writes after it
+        (its route would put the weight back on the dead pool, its roll could take the pool that just got it)."""
+        task = asyncio.ensure_future(self._reconcile_latest(body, memo, kube))
+        memo[PASS] = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise  # we were cancelled ourselves (the operator stops), not superseded
+            return None
+        finally:
+            if memo.get(PASS) is task:
+                del memo[PASS]
+
+    @staticmethod
+    def _supersede(memo: MutableMapping[str, Any]) -> None:
+        task = memo.get(PASS)
+        if task is not None and not task.done():
+            log.info("a failover supersedes the reconcile in progress")
+            task.cancel()
+
+    async def _fail_over(self, item: Tracked) -> None:
+        """Traffic first: weight off the owner's pools the watch reports without a Ready replica, onto its Ready
+        pools, now: not behind the object's lock nor a reconcile slot (a pass in progress may take many slow
+        round trips), with no LIST. The urgent full pass follows."""
+        key = Registry.key(item.body)
+        pools = self.pools.get(key) or {}
+        serving = frozenset(n for n, ready in pools.items() if ready)
+        lock: asyncio.Lock = item.memo.setdefault(FAILOVER, asyncio.Lock())
+        async with lock:
+            try:
+                moved = await fail_over(
+                    item.memo["kube"], item.body, serving, frozenset(pools), lambda: self._supersede(item.memo)
+                )
+            except KubeError as exc:  # the full pass that follows tries again
+                log.warning("failover of %s/%s failed: %s", *key, exc)
+                return
+        if moved is not None:
+            log.info("failover of %s/%s: route weights now %s", *key, dict(moved))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._wakeups.add(task)
+        task.add_done_callback(self._wakeups.discard)
+
+    async def _reconcile_for_pool(self, item: Tracked) -> None:
+        try:
+            await self.run_once(item.body, item.memo, log)
+        except KubeError as exc:  # the next pool event or resync tries again
+            log.warning("reconcile of %s/%s for a pool change failed: %s", *Registry.key(item.body), exc)
 
     async def _wake(self, item: Tracked) -> None:
         try:
@@ -123,7 +188,7 @@ class Dispatcher:
             try:
                 # Lock first, then an urgent slot: triggers queued behind one object's reconcile hold no slot.
                 async with slot(memo, urgent=True):
-                    result = await self._reconcile_latest(body, memo, kube)
+                    result = await self._pass(body, memo, kube)
             finally:
                 lock.release()
         else:
@@ -134,16 +199,14 @@ class Dispatcher:
                 if lock.locked():
                     return None
                 async with lock:
-                    result = await self._reconcile_latest(body, memo, kube)
+                    result = await self._pass(body, memo, kube)
         if result is None:
             return None
         plain, outcome = result
         for owner in self.rolls.wake():  # a roll finished: the SpecServes waiting for its slot go on now
             waiting = self.tracked.get(owner)
             if waiting is not None and owner != Registry.key(plain):
-                task = asyncio.create_task(self._wake(waiting))
-                self._wakeups.add(task)
-                task.add_done_callback(self._wakeups.discard)
+                self._background(self._wake(waiting))
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
             await _warn(kube, body, INVALID_SPEC, outcome.invalid)
@@ -162,6 +225,7 @@ class Dispatcher:
         if event.get("type") == "DELETED":
             memo[GONE] = True  # reconciles already queued behind the lock must not re-create its children
             self.tracked.forget(body)
+            self.pools.pop(Registry.key(body), None)
             self.rolls.forget(Registry.key(body))
             forget_render(*Registry.key(body))
             telemetry.forget(*Registry.key(body))
@@ -178,14 +242,25 @@ class Dispatcher:
         item = self.tracked.get((str(meta.get("namespace", "")), str(owner["name"]))) if owner else None
         if item is None or owner is None:
             return
+        owner_meta = item.body.get("metadata") or {}
+        if owner_meta.get("uid") != owner.get("uid"):
+            return
+        pools = self.pools.setdefault(Registry.key(item.body), {})
+        name = str(meta.get("name", ""))
+        was = pools.get(name, False)
+        pools[name] = now = event.get("type") != "DELETED" and read_pool(body).serving
+        if was and not now and not owner_meta.get("deletionTimestamp") and not item.memo.get(GONE):
+            await self._fail_over(item)  # before anything else, and holding nothing
         # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved
         # since the status recorded them need a reconcile (at start every SpecServe gets one anyway, on.resume).
         recorded = (item.body.get("status") or {}).get("pools") or []
         if event.get("type") is None and not pool_moved(recorded, body):
             return
-        owner_meta = item.body.get("metadata") or {}
-        if owner_meta.get("uid") == owner.get("uid") and not owner_meta.get("deletionTimestamp"):
-            await self.run_once(item.body, item.memo, log)
+        if not owner_meta.get("deletionTimestamp"):
+            # In the background: kopf hands a Deployment's events to its handler one at a time, so a handler that
+            # waited here for the owner's lock (a slow pass in progress) would hold the pool's next event, and the
+            # failover it calls for, behind that whole pass.
+            self._background(self._reconcile_for_pool(item))
 
     async def start(self, memo: kopf.Memo) -> None:
         """The switching loop and the resync loop, beside kopf."""
@@ -215,13 +290,16 @@ class Dispatcher:
         )
         memo[LOOPS] = (stop, switching, resyncing, sources)
 
-    @staticmethod
-    async def stop(memo: kopf.Memo) -> None:
+    async def stop(self, memo: kopf.Memo) -> None:
         stop, switching, resync, sources = memo.get(LOOPS, (None, None, None, None))
         if stop is None:
             return
         stop.set()  # the switching loop finishes the evaluation it is in
         resync.cancel()  # a round can hold hundreds of queued reconciles: the next start repairs what it missed
+        background = list(self._wakeups)  # reconciles for pool changes and freed roll slots: the next start repairs
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         for task in (switching, resync):
             with contextlib.suppress(asyncio.CancelledError):
                 await task

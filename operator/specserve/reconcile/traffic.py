@@ -103,3 +103,25 @@ def keep_serving(weights: Weights, serving: Set[str]) -> Weights:
     total = sum(w for _, w in weights) or 100
     share = {n: total // len(ready) + (1 if i < total % len(ready) else 0) for i, n in enumerate(ready)}
     return tuple((n, share.get(n, 0)) for n, _ in weights)
+
+
+def relieve(live: Mapping[str, int] | None, serving: Set[str], known: Set[str]) -> Weights | None:
+    """The failover fast path's weights: the live route with every share on a backend the watch reports without a
+    Ready replica (`known` but not `serving`) moved onto the backends that have one, in proportion to their
+    weights (equally when none has weight yet). Backends the watch knows nothing of keep their share. None when
+    nothing is to move, or nowhere to move it: the weight never leaves every backend, never lands on one that is
+    not Ready."""
+    if not live:
+        return None
+    dead = {n for n, w in live.items() if w > 0 and n in known and n not in serving}
+    takers = [n for n in live if n in serving and n in known]
+    if not dead or not takers:
+        return None
+    moved = sum(live[n] for n in dead)
+    base = {n: live[n] for n in takers}
+    total_base = sum(base.values())
+    share = {n: (moved * base[n] // total_base if total_base else moved // len(takers)) for n in takers}
+    rest = moved - sum(share.values())
+    for n in sorted(takers, key=lambda k: (-base[k], k))[:rest]:  # the remainder, largest first
+        share[n] += 1
+    return tuple((n, 0 if n in dead else w + share.get(n, 0)) for n, w in live.items())
