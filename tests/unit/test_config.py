@@ -7,13 +7,13 @@ import asyncio
 import copy
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
 
 from specserve.commands.run import add_arguments, build_registry, client_options, config_from
-from specserve.config import FINALIZER, OperatorConfig, kopf_settings
+from specserve.config import ANNOTATIONS_PREFIX, FINALIZER, LeanDiffBaseStorage, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import KubeError
 from specserve.reconcile import Outcome
@@ -61,6 +61,21 @@ def test_kopf_settings_bound_kopf_calls_too() -> None:
     assert settings.networking.request_timeout == 12 and settings.networking.connect_timeout == 3
     assert settings.persistence.finalizer == FINALIZER  # the old name: kopf removes it where it finds it
     assert settings.queueing.worker_limit is None
+
+
+@pytest.mark.parametrize("extra", [None, ["spec"], ["status.switching"], ["metadata.name"]])
+def test_the_diff_base_is_kopfs_own_essence(extra: list[str] | None) -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "specserve.io/v1alpha1", "kind": "SpecServe",
+        "metadata": {"name": "a", "labels": {"x": "y"}, "managedFields": [{"manager": "m"}], "annotations": {
+            "specserve.io/last-handled-configuration": "{}", "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "team": "llm"}},
+        "spec": {"engine": {"image": "i"}}, "status": {"switching": {"mode": "Baseline"}, "load": {}},
+    }  # fmt: skip
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATIONS_PREFIX, key="last-handled-configuration")
+    lean = LeanDiffBaseStorage(prefix=ANNOTATIONS_PREFIX, key="last-handled-configuration")
+    expected = kopfs.build(body=kopf.Body(cast(kopf.RawBody, copy.deepcopy(body))), extra_fields=extra)
+    assert lean.build(body=kopf.Body(cast(kopf.RawBody, copy.deepcopy(body))), extra_fields=extra) == expected
 
 
 def test_no_handler_of_the_operator_requires_a_finalizer_and_kopf_runs_no_timer_per_object() -> None:
