@@ -240,3 +240,46 @@ def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skip
 
     asyncio.run(main())
     assert calls == ["kimi", "kimi"]  # the running one, then one for the three queued behind it
+
+
+def test_background_reconciles_waiting_for_a_slot_coalesce(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    gate = asyncio.Event()
+
+    async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
+        calls.append(body["metadata"]["name"])
+        await gate.wait()
+        return Outcome()
+
+    monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
+
+    async def main() -> None:
+        registry = build_registry(OperatorConfig())
+        fns: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
+            h.id.rsplit(".", 1)[-1]: h.fn  # type: ignore[misc]
+            for h in registry._changing.get_all_handlers()
+        }
+        slots = Slots(1)
+        logger = logging.getLogger("test")
+
+        def memo() -> kopf.Memo:
+            return kopf.Memo({"kube": object(), MEMO_KEY: slots})
+
+        def body(name: str) -> dict[str, Any]:
+            return {"metadata": {"namespace": "llm", "name": name, "uid": name}, "spec": {}}
+
+        busy = asyncio.create_task(fns["on_resume"](body=body("a"), memo=memo(), logger=logger))
+        await asyncio.sleep(0.01)  # "a" holds the only slot
+        b = memo()  # one object: kopf hands its handlers the same memo
+        first = asyncio.create_task(fns["on_resume"](body=body("b"), memo=b, logger=logger))
+        await asyncio.sleep(0.01)
+        again = asyncio.create_task(fns["on_resume"](body=body("b"), memo=b, logger=logger))  # e.g. a resync round
+        await asyncio.sleep(0.01)
+        assert again.done() and not first.done()  # the queued one will read the latest state: nothing to add
+        gate.set()
+        await asyncio.gather(busy, first, again)
+        after = asyncio.create_task(fns["on_resume"](body=body("b"), memo=b, logger=logger))
+        await after  # nothing queued any more: it runs
+
+    asyncio.run(main())
+    assert calls == ["a", "b", "b"]
