@@ -29,6 +29,7 @@ import copy
 import cProfile
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -127,7 +128,9 @@ async def measure(args: argparse.Namespace) -> int:
         with kubeconfig_for(api.url) as kubeconfig:
             env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1", "POD_NAME": "operator-0"}
             env.pop("KUBERNETES_SERVICE_HOST", None)
-            profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+            profile = ["-c", _PROFILED, args.profile] if args.profile else []
+            if args.tracemalloc:
+                profile = ["-c", _TRACED, args.tracemalloc]
             lease = ["--leader-elect", "--leader-election-namespace", NS] if args.lease_loss else []
             command = [
                 sys.executable, *profile, "-m", "specserve.cli", "run", "--namespace", NS,
@@ -155,7 +158,7 @@ async def measure(args: argparse.Namespace) -> int:
 
 async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start: float, fake_cpu0: float) -> int:
     t_observed = t_ready = None
-    profile = cProfile.Profile() if args.profile_fake else None
+    profile = cProfile.Profile(time.process_time) if args.profile_fake else None
     if profile is not None:
         profile.enable()
     while time.monotonic() - start < args.timeout:
@@ -213,7 +216,53 @@ async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start
         print(f"  requests: {_request_summary(window)}")
     mem = memory_mib(pid)
     print(f"operator RSS: {mem.get('VmRSS', 0):.0f} MiB (peak {mem.get('VmHWM', 0):.0f} MiB)")
+    if args.tracemalloc:
+        await _memory_by_file(pid, args.tracemalloc)
     return 0
+
+
+# The operator under cProfile, timed by its own CPU time (wall time on a shared machine charges the waits for a
+# core to whatever was running): the stats go to the file named by the first argument when it exits.
+_PROFILED = """
+import cProfile, runpy, sys, time
+out = sys.argv.pop(1)
+sys.argv[:] = ["specserve", *sys.argv[3:]]  # without "-m specserve.cli"
+profile = cProfile.Profile(time.process_time)
+try:
+    profile.runcall(runpy.run_module, "specserve.cli", run_name="__main__")
+finally:
+    profile.dump_stats(out)
+"""
+
+# The operator under tracemalloc: SIGUSR1 writes a snapshot to the file named by the first argument.
+_TRACED = """
+import runpy, signal, sys, tracemalloc
+tracemalloc.start(1)
+out = sys.argv.pop(1)
+signal.signal(signal.SIGUSR1, lambda *_: tracemalloc.take_snapshot().dump(out))
+sys.argv[:] = ["specserve", *sys.argv[3:]]  # without "-m specserve.cli"
+runpy.run_module("specserve.cli", run_name="__main__")
+"""
+
+
+async def _memory_by_file(pid: int, path: str) -> None:
+    """Where the operator's Python memory is, by source file (the largest 20)."""
+    import tracemalloc  # noqa: PLC0415
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    os.kill(pid, signal.SIGUSR1)
+    for _ in range(600):
+        await asyncio.sleep(0.1)
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            await asyncio.sleep(1.0)  # the dump is written in one go; let it finish
+            break
+    stats = tracemalloc.Snapshot.load(path).statistics("filename")
+    total = sum(s.size for s in stats)
+    print(f"operator Python memory (tracemalloc): {total / 2**20:.1f} MiB in {sum(s.count for s in stats)} blocks")
+    for stat in stats[:20]:
+        name = stat.traceback[0].filename
+        print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks  {name}")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -342,6 +391,11 @@ def main() -> int:
         "--profile-fake",
         metavar="FILE",
         help="cProfile this process (the fake API server) from the operator's start to all Ready",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        metavar="FILE",
+        help="run the operator under tracemalloc; at the end, its memory by source file",
     )
     parser.add_argument("--failovers", type=int, default=0, help="failovers injected during the measured rounds")
     parser.add_argument("--lease-loss", choices=["stolen", "lapsed"], help="measure the write fence and the exit")
