@@ -2,9 +2,9 @@
 
     .venv/bin/python scripts/scale_startup.py --count 200
 
-This process hosts the fake API server (specserve_kubefake, Deployments marked ready by its kubelet stand-in) and
-a Gateway controller stand-in that accepts each HTTPRoute; the operator (`specserve run`) is a subprocess, so its
-CPU and memory are its own (read from /proc). Figures:
+This process hosts the fake API server (specserve.kubefake: its kubelet stand-in marks Deployments ready, its
+Gateway controller stand-in accepts each HTTPRoute generation); the operator (`specserve run`) is a subprocess, so
+its CPU and memory are its own (read from /proc). Figures:
 - seconds from the operator's start until every SpecServe has status.observedGeneration == metadata.generation,
   and until every one is Ready=True;
 - after convergence, over several resync rounds: operator CPU seconds per round, API requests and writes per round;
@@ -26,8 +26,10 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import cProfile
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -38,9 +40,8 @@ from typing import Any
 
 import yaml
 
-from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
-from specserve_kubefake.controllers import set_route_accepted
-from specserve_kubefake.recording import RecordedRequest
+from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve.kubefake.recording import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"
@@ -81,17 +82,21 @@ def seed(api: FakeApiServer, count: int) -> None:
         api.create(body)
 
 
-async def gateway_controller(api: FakeApiServer, stop: asyncio.Event) -> None:
-    """Accept every HTTPRoute generation once, as a Gateway controller would."""
-    accepted: dict[str, int] = {}
-    while not stop.is_set():
-        for route in api.list(HTTPROUTES, NS):
-            name, generation = route["metadata"]["name"], route["metadata"].get("generation", 1)
-            if accepted.get(name) != generation:
-                set_route_accepted(api.store, NS, name)
-                accepted[name] = generation
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=0.5)
+def _items(api: FakeApiServer, resource: str) -> list[dict[str, Any]]:
+    """The stored objects themselves, not copies (``api.list`` deep-copies: at 1000 SpecServes, polled twice a
+    second, those copies were most of the CPU charged to the fake). Read only: stored dicts are never mutated."""
+    rt = api.registry.get(resource)
+    assert rt is not None
+    return api.store.select(rt, NS)[0]
+
+
+def _request_summary(requests: list[RecordedRequest]) -> str:
+    """Requests by verb and resource, most frequent first."""
+    counts = Counter(
+        f"{r.verb} {(r.resource or r.path).rsplit('/', 1)[-1]}{'/' + r.subresource if r.subresource else ''}"
+        for r in requests
+    )
+    return ", ".join(f"{what} {n}" for what, n in counts.most_common())
 
 
 class Stamped(list[RecordedRequest]):
@@ -115,16 +120,17 @@ def kubeconfig_for(url: str) -> Iterator[Path]:
 
 
 async def measure(args: argparse.Namespace) -> int:
-    api = FakeApiServer(auto_ready=True)
+    # accept_routes=0: the fake's Gateway stand-in accepts each new HTTPRoute generation as it is written.
+    api = FakeApiServer(auto_ready=True, accept_routes=0)
     api.requests = log_ = Stamped()
     async with api:
         seed(api, args.count)
-        stop = asyncio.Event()
-        controller = asyncio.create_task(gateway_controller(api, stop))
         with kubeconfig_for(api.url) as kubeconfig:
             env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1", "POD_NAME": "operator-0"}
             env.pop("KUBERNETES_SERVICE_HOST", None)
-            profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+            profile = ["-c", _PROFILED, args.profile] if args.profile else []
+            if args.tracemalloc:
+                profile = ["-c", _TRACED, args.tracemalloc]
             lease = ["--leader-elect", "--leader-election-namespace", NS] if args.lease_loss else []
             command = [
                 sys.executable, *profile, "-m", "specserve.cli", "run", "--namespace", NS,
@@ -134,12 +140,12 @@ async def measure(args: argparse.Namespace) -> int:
                 "--log-level", "warning", *lease,
             ]  # fmt: skip
             log = open(args.log, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the process)
-            start = time.monotonic()
+            start, fake_cpu0 = time.monotonic(), time.process_time()  # the seeding above is not the start-up's
             proc = await asyncio.create_subprocess_exec(*command, env=env, stdout=log, stderr=log)
             try:
                 if args.lease_loss:
                     return await _lease_loss(args, api, log_, proc, start)
-                return await _figures(args, api, proc.pid, start)
+                return await _figures(args, api, proc.pid, start, fake_cpu0)
             finally:
                 if proc.returncode is None:
                     proc.terminate()
@@ -148,14 +154,15 @@ async def measure(args: argparse.Namespace) -> int:
                 if proc.returncode is None:
                     proc.kill()
                 log.close()
-                stop.set()
-                await controller
 
 
-async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start: float) -> int:
+async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start: float, fake_cpu0: float) -> int:
     t_observed = t_ready = None
+    profile = cProfile.Profile(time.process_time) if args.profile_fake else None
+    if profile is not None:
+        profile.enable()
     while time.monotonic() - start < args.timeout:
-        items = api.list(SPECSERVES, NS)
+        items = _items(api, SPECSERVES)
         n_observed, n_ready = sum(map(observed, items)), sum(map(ready, items))
         now = time.monotonic() - start
         if t_observed is None and n_observed == args.count:
@@ -166,14 +173,17 @@ async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start
         if args.verbose:
             print(f"{now:7.1f} s  observed {n_observed:4d}  ready {n_ready:4d}  requests {len(api.requests)}")
         await asyncio.sleep(0.5)
-    startup_cpu, fake_cpu = cpu_seconds(pid), time.process_time()
+    startup_cpu, fake_cpu = cpu_seconds(pid), time.process_time() - fake_cpu0
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(args.profile_fake)
     print(f"SpecServes: {args.count}; max concurrent reconciles: {args.max_concurrent_reconciles}")
     print(f"all observedGeneration == generation after: {_fmt(t_observed)} s")
     print(
         f"all Ready=True after: {_fmt(t_ready)} s (CPU by then: operator {startup_cpu:.1f} s, "
         f"fake API server {fake_cpu:.1f} s)"
     )
-    print(f"API requests during start-up: {len(api.requests)}")
+    print(f"API requests during start-up: {len(api.requests)}: {_request_summary(api.requests)}")
     if t_ready is None:
         print(f"did not converge within {args.timeout} s")
         return 1
@@ -202,9 +212,57 @@ async def _figures(args: argparse.Namespace, api: FakeApiServer, pid: int, start
         print(f"  writes touched {len(written)} objects, at most {max(written.values())} times each; first ones:")
     for write in writes[:3]:
         print(f"  write: {write}")
+    if window:
+        print(f"  requests: {_request_summary(window)}")
     mem = memory_mib(pid)
     print(f"operator RSS: {mem.get('VmRSS', 0):.0f} MiB (peak {mem.get('VmHWM', 0):.0f} MiB)")
+    if args.tracemalloc:
+        await _memory_by_file(pid, args.tracemalloc)
     return 0
+
+
+# The operator under cProfile, timed by its own CPU time (wall time on a shared machine charges the waits for a
+# core to whatever was running): the stats go to the file named by the first argument when it exits.
+_PROFILED = """
+import cProfile, runpy, sys, time
+out = sys.argv.pop(1)
+sys.argv[:] = ["specserve", *sys.argv[3:]]  # without "-m specserve.cli"
+profile = cProfile.Profile(time.process_time)
+try:
+    profile.runcall(runpy.run_module, "specserve.cli", run_name="__main__")
+finally:
+    profile.dump_stats(out)
+"""
+
+# The operator under tracemalloc: SIGUSR1 writes a snapshot to the file named by the first argument.
+_TRACED = """
+import runpy, signal, sys, tracemalloc
+tracemalloc.start(1)
+out = sys.argv.pop(1)
+signal.signal(signal.SIGUSR1, lambda *_: tracemalloc.take_snapshot().dump(out))
+sys.argv[:] = ["specserve", *sys.argv[3:]]  # without "-m specserve.cli"
+runpy.run_module("specserve.cli", run_name="__main__")
+"""
+
+
+async def _memory_by_file(pid: int, path: str) -> None:
+    """Where the operator's Python memory is, by source file (the largest 20)."""
+    import tracemalloc  # noqa: PLC0415
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    os.kill(pid, signal.SIGUSR1)
+    for _ in range(600):
+        await asyncio.sleep(0.1)
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            await asyncio.sleep(1.0)  # the dump is written in one go; let it finish
+            break
+    stats = tracemalloc.Snapshot.load(path).statistics("filename")
+    total = sum(s.size for s in stats)
+    print(f"operator Python memory (tracemalloc): {total / 2**20:.1f} MiB in {sum(s.count for s in stats)} blocks")
+    for stat in stats[:20]:
+        name = stat.traceback[0].filename
+        print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks  {name}")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -213,7 +271,9 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _weights(api: FakeApiServer, name: str) -> dict[str, int]:
-    route = api.get(HTTPROUTES, NS, name) or {}
+    rt = api.registry.get(HTTPROUTES)
+    assert rt is not None
+    route = api.store.get(rt, NS, name) or {}  # read only: no copy
     return {
         b["name"]: int(b.get("weight", 1))
         for rule in (route.get("spec") or {}).get("rules") or []
@@ -258,7 +318,7 @@ async def _failovers(api: FakeApiServer, args: argparse.Namespace) -> list[float
 
 async def _converged(api: FakeApiServer, count: int, start: float, timeout: float) -> float | None:
     while time.monotonic() - start < timeout:
-        if sum(map(ready, api.list(SPECSERVES, NS))) == count:
+        if sum(map(ready, _items(api, SPECSERVES))) == count:
             return time.monotonic() - start
         await asyncio.sleep(0.5)
     return None
@@ -327,6 +387,16 @@ def main() -> int:
     parser.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "scale_startup_operator.log"))
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--profile", metavar="FILE", help="run the operator under cProfile, stats to FILE")
+    parser.add_argument(
+        "--profile-fake",
+        metavar="FILE",
+        help="cProfile this process (the fake API server) from the operator's start to all Ready",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        metavar="FILE",
+        help="run the operator under tracemalloc; at the end, its memory by source file",
+    )
     parser.add_argument("--failovers", type=int, default=0, help="failovers injected during the measured rounds")
     parser.add_argument("--lease-loss", choices=["stolen", "lapsed"], help="measure the write fence and the exit")
     return asyncio.run(measure(parser.parse_args()))

@@ -77,8 +77,13 @@ class Selector:
     """labelSelector and fieldSelector together; ``matches`` takes a whole object."""
 
     def __init__(self, labels: str = "", field: str = "") -> None:
-        self._labels = [_label_term(t) for t in _split(labels)]
+        terms = _split(labels)
+        self._labels = [_label_term(t) for t in terms]
         self._fields = [_field_term(t) for t in _split(field)]
+        # key=value requirements: the store looks them up in its label index instead of scanning every object.
+        self.label_equalities = [
+            (m.group(1), m.group(3)) for t in terms if (m := _EQUALITY.match(t)) and m.group(2) != "!="
+        ]
 
     def __bool__(self) -> bool:
         return bool(self._labels or self._fields)

@@ -11,7 +11,7 @@ import asyncio
 import copy
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,6 +88,7 @@ class Store:
         self.after_write: list[AfterWrite] = []
         self._uids: dict[str, ObjKey] = {}
         self._dependents: dict[str, set[ObjKey]] = {}
+        self._labels: dict[str, dict[tuple[str, str], set[tuple[str, str]]]] = {}
         # False: the OwnerReferencesPermissionEnforcement admission plugin runs and the client may not update
         # <owner>/finalizers, so it may not set blockOwnerDeletion (OpenShift, hardened clusters).
         self.block_owner_deletion_allowed = True
@@ -112,11 +113,30 @@ class Store:
     ) -> tuple[list[JSON], int]:
         """Matching objects sorted by namespace and name, and the resourceVersion of the list."""
         bucket = self._bucket(rt)
-        keys = sorted(k for k in bucket if not rt.namespaced or not namespace or k[0] == namespace)
+        candidates: Iterable[tuple[str, str]] = bucket
+        if selector is not None and selector.label_equalities:
+            index = self._labels.get(rt.key, {})
+            matched = [index.get(pair, set()) for pair in selector.label_equalities]
+            smallest: set[tuple[str, str]] = min(matched, key=len)  # the rest is checked below, on fewer objects
+            candidates = smallest
+        keys = sorted(k for k in candidates if not rt.namespaced or not namespace or k[0] == namespace)
         items = [bucket[k] for k in keys]
         if selector is not None:
             items = [o for o in items if selector.matches(o)]
         return items, self.rv
+
+    def _index_labels(self, key: str, where: tuple[str, str], old: JSON | None, new: JSON | None) -> None:
+        """Keep the label index (resource -> (label, value) -> objects) in step with a store or a removal."""
+        index = self._labels.setdefault(key, {})
+        before = ((old or {}).get("metadata") or {}).get("labels") or {}
+        after = ((new or {}).get("metadata") or {}).get("labels") or {}
+        if before == after:
+            return
+        for pair in before.items():
+            if after.get(pair[0]) != pair[1]:
+                index.get(pair, set()).discard(where)
+        for pair in after.items():
+            index.setdefault(pair, set()).add(where)
 
     def by_uid(self, uid: str) -> JSON | None:
         where = self._uids.get(uid)
@@ -326,6 +346,7 @@ class Store:
         bucket = self._bucket(rt)
         old = bucket.get((ns, name))
         bucket[(ns, name)] = obj
+        self._index_labels(rt.key, (ns, name), old, obj)
         uid = obj["metadata"]["uid"]
         self._uids[uid] = (rt.key, ns, name)
         self._index_owners(old, remove=True)
@@ -407,6 +428,7 @@ class Store:
     def _remove(self, rt: ResourceType, ns: str, name: str, final: JSON) -> None:
         bucket = self._bucket(rt)
         stored = bucket.pop((ns, name), None)
+        self._index_labels(rt.key, (ns, name), stored, None)
         self._index_owners(stored, remove=True)
         uid = final["metadata"]["uid"]
         self._uids.pop(uid, None)

@@ -53,7 +53,7 @@ class Validator:
             return
         causes = rules.check(rt.key, obj, old)
         if rt.builtin:
-            causes += schemas.validate_builtin(obj)
+            causes += schemas.validate_builtin(obj, old)
         else:
             compiled = self._schema(rt)
             if compiled is not None:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 QUEUED = "specserve.queued"  # per-object memo: an urgent reconcile is waiting for the object's lock
 PASS = "specserve.pass"  # per-object memo: the task of the reconcile pass holding the object's lock
 FAILOVER = "specserve.failover"  # per-object memo: one failover fast path at a time
+BACKGROUND_QUEUED = "specserve.background_queued"  # per-object memo: a background reconcile waits for a slot
 LOOPS = "loops"  # kopf's memo: the running loops, for stop()
 
 
@@ -194,12 +195,22 @@ class Dispatcher:
         else:
             # Background work waits for its slot holding no lock (an urgent trigger of the same object must not
             # queue behind a whole round), and skips an object that is being reconciled right now: that
-            # reconcile reads the same live state, level-based.
-            async with slot(memo, urgent=False):
-                if lock.locked():
-                    return None
-                async with lock:
-                    result = await self._pass(body, memo, kube)
+            # reconcile reads the same live state, level-based. Likewise an object that already waits for a
+            # background slot: at start-up with hundreds of SpecServes the first resync round comes while the
+            # resume reconciles still queue, and would queue a second one for each (twice the work, all of it
+            # ahead of what the first round would find clean).
+            if memo.get(BACKGROUND_QUEUED):
+                return None
+            memo[BACKGROUND_QUEUED] = True
+            try:
+                async with slot(memo, urgent=False):
+                    memo[BACKGROUND_QUEUED] = False
+                    if lock.locked():
+                        return None
+                    async with lock:
+                        result = await self._pass(body, memo, kube)
+            finally:
+                memo[BACKGROUND_QUEUED] = False
         if result is None:
             return None
         plain, outcome = result

@@ -64,6 +64,21 @@ async def test_list_with_label_selectors(live: Live) -> None:
         assert [i["metadata"]["name"] for i in (await _json(resp))["items"]] == ["b"]
 
 
+async def test_label_selected_lists_follow_relabels_and_deletions(live: Live) -> None:
+    api, session = live
+    for name in ("a", "b"):
+        body = deployment(name)
+        body["metadata"]["labels"] = {"tier": "gpu"}
+        api.create(body)
+    api.patch(DEPLOYMENTS, NS, "a", {"metadata": {"labels": {"tier": "cpu"}}})
+    api.delete(DEPLOYMENTS, NS, "b")
+    api.create(deployment("c"))
+    api.patch(DEPLOYMENTS, NS, "c", {"metadata": {"labels": {"tier": "gpu", "app": None}}})
+    for selector, expected in {"tier=gpu": ["c"], "tier==cpu": ["a"], "tier=gpu,app=c": [], "app=b": []}.items():
+        async with session.get(DEPLOY_PATH, params={"labelSelector": selector}) as resp:
+            assert [i["metadata"]["name"] for i in (await _json(resp))["items"]] == expected, selector
+
+
 async def test_watch_streams_events_from_a_resource_version(live: Live) -> None:
     api, session = live
     api.create(deployment("before"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specserve_kubefake import SPECSERVES, ApiError, FakeApiServer
+from specserve.kubefake import DEPLOYMENTS, SPECSERVES, ApiError, FakeApiServer
+from specserve.kubefake.schemas import CustomResourceSchema, fields_read
 from tests.kubefake.conftest import NS, deployment, kimi
 
 
@@ -81,6 +82,30 @@ def test_cel_rules_run_on_spec_updates_but_not_on_status_writes(server: FakeApiS
     with pytest.raises(ApiError) as bad_status:
         server.patch_status(SPECSERVES, NS, "kimi-k25", {"observedGeneration": "one"})
     assert "status.observedGeneration" in bad_status.value.message
+
+
+def test_a_status_write_does_not_let_an_invalid_spec_through(server: FakeApiServer) -> None:
+    server.create(deployment())
+    server.patch_status(DEPLOYMENTS, NS, "web", {"readyReplicas": 1})
+    with pytest.raises(ApiError) as refused:
+        server.patch(DEPLOYMENTS, NS, "web", {"spec": {"replicas": "two"}})
+    assert "spec.replicas" in refused.value.message
+
+
+def test_a_cel_rule_sees_every_field_it_names() -> None:
+    assert fields_read("self.a == self.b && has(self.c)") == frozenset({"a", "b", "c"})
+    assert fields_read("self.all(k, k != 'x')") is None and fields_read("size(self) < 3") is None
+    assert fields_read("self.a == oldSelf.a") is None
+    rules = [{"rule": "self.a == self.b", "message": "a != b"}, {"rule": "size(self) <= 2", "message": "too big"}]
+    spec = {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "x-kubernetes-validations": rules}
+    schema = CustomResourceSchema({"type": "object", "properties": {"spec": spec}})
+
+    def messages(body: dict[str, int]) -> list[str]:
+        return [m for _, m in schema.validate({"spec": body}, None)]
+
+    assert messages({"a": 1, "b": 1}) == []
+    assert messages({"a": 1, "b": 2}) == ['Invalid value: "object": a != b']
+    assert messages({"a": 1, "b": 1, "c": 3}) == ['Invalid value: "object": too big']  # sees the whole object
 
 
 def test_validation_can_be_turned_off() -> None:

@@ -7,13 +7,13 @@ import asyncio
 import copy
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
 
 from specserve.commands.run import add_arguments, build_registry, client_options, config_from
-from specserve.config import FINALIZER, OperatorConfig, kopf_settings
+from specserve.config import ANNOTATIONS_PREFIX, FINALIZER, LeanDiffBaseStorage, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import KubeError
 from specserve.reconcile import Outcome
@@ -61,6 +61,21 @@ def test_kopf_settings_bound_kopf_calls_too() -> None:
     assert settings.networking.request_timeout == 12 and settings.networking.connect_timeout == 3
     assert settings.persistence.finalizer == FINALIZER  # the old name: kopf removes it where it finds it
     assert settings.queueing.worker_limit is None
+
+
+@pytest.mark.parametrize("extra", [None, ["spec"], ["status.switching"], ["metadata.name"]])
+def test_the_diff_base_is_kopfs_own_essence(extra: list[str] | None) -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "specserve.io/v1alpha1", "kind": "SpecServe",
+        "metadata": {"name": "a", "labels": {"x": "y"}, "managedFields": [{"manager": "m"}], "annotations": {
+            "specserve.io/last-handled-configuration": "{}", "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "team": "llm"}},
+        "spec": {"engine": {"image": "i"}}, "status": {"switching": {"mode": "Baseline"}, "load": {}},
+    }  # fmt: skip
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATIONS_PREFIX, key="last-handled-configuration")
+    lean = LeanDiffBaseStorage(prefix=ANNOTATIONS_PREFIX, key="last-handled-configuration")
+    expected = kopfs.build(body=kopf.Body(cast(kopf.RawBody, copy.deepcopy(body))), extra_fields=extra)
+    assert lean.build(body=kopf.Body(cast(kopf.RawBody, copy.deepcopy(body))), extra_fields=extra) == expected
 
 
 def test_no_handler_of_the_operator_requires_a_finalizer_and_kopf_runs_no_timer_per_object() -> None:
@@ -225,3 +240,46 @@ def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skip
 
     asyncio.run(main())
     assert calls == ["kimi", "kimi"]  # the running one, then one for the three queued behind it
+
+
+def test_background_reconciles_waiting_for_a_slot_coalesce(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    gate = asyncio.Event()
+
+    async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
+        calls.append(body["metadata"]["name"])
+        await gate.wait()
+        return Outcome()
+
+    monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
+
+    async def main() -> None:
+        registry = build_registry(OperatorConfig())
+        fns: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
+            h.id.rsplit(".", 1)[-1]: h.fn  # type: ignore[misc]
+            for h in registry._changing.get_all_handlers()
+        }
+        slots = Slots(1)
+        logger = logging.getLogger("test")
+
+        def memo() -> kopf.Memo:
+            return kopf.Memo({"kube": object(), MEMO_KEY: slots})
+
+        def body(name: str) -> dict[str, Any]:
+            return {"metadata": {"namespace": "llm", "name": name, "uid": name}, "spec": {}}
+
+        busy = asyncio.create_task(fns["on_resume"](body=body("a"), memo=memo(), logger=logger))
+        await asyncio.sleep(0.01)  # "a" holds the only slot
+        b = memo()  # one object: kopf hands its handlers the same memo
+        first = asyncio.create_task(fns["on_resume"](body=body("b"), memo=b, logger=logger))
+        await asyncio.sleep(0.01)
+        again = asyncio.create_task(fns["on_resume"](body=body("b"), memo=b, logger=logger))  # e.g. a resync round
+        await asyncio.sleep(0.01)
+        assert again.done() and not first.done()  # the queued one will read the latest state: nothing to add
+        gate.set()
+        await asyncio.gather(busy, first, again)
+        after = asyncio.create_task(fns["on_resume"](body=body("b"), memo=b, logger=logger))
+        await after  # nothing queued any more: it runs
+
+    asyncio.run(main())
+    assert calls == ["a", "b", "b"]
