@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/scale_startup.py --count 200
 
-This process hosts the fake API server (specserve.kubefake: its kubelet stand-in marks Deployments ready, its
+This process hosts the fake API server (specserve_kubefake: its kubelet stand-in marks Deployments ready, its
 Gateway controller stand-in accepts each HTTPRoute generation); the operator (`specserve run`) is a subprocess, so
 its CPU and memory are its own (read from /proc). Figures:
 - seconds from the operator's start until every SpecServe has status.observedGeneration == metadata.generation,
@@ -40,8 +40,8 @@ from typing import Any
 
 import yaml
 
-from specserve.kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
-from specserve.kubefake.recording import RecordedRequest
+from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, LEASES, SPECSERVES, FakeApiServer, write_kubeconfig
+from specserve_kubefake.recording import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "kimi-k25-rtxpro6000.yaml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specserve.kubefake import DEPLOYMENTS, SPECSERVES, ApiError, FakeApiServer
-from specserve.kubefake.schemas import CustomResourceSchema, fields_read
+from specserve_kubefake import DEPLOYMENTS, SPECSERVES, ApiError, FakeApiServer
+from specserve_kubefake.schemas import CustomResourceSchema, fields_read
 from tests.kubefake.conftest import NS, deployment, kimi
 
 

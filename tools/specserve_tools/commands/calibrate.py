@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -211,9 +212,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(path: Path, cal: Calibration) -> int:
+def _rewrite(path: Path, edit: Callable[[str], str]) -> int | None:
+    """Edit a SpecServe file's text and write it back only if the result is still a valid SpecServe.
+    None once written; otherwise the exit status, with the reason printed."""
     try:
-        text, notes = update_spec_text(path.read_text(encoding="utf-8"), cal, str(path))
+        text = edit(path.read_text(encoding="utf-8"))
         parse_object(spec_doc_from_text(text, str(path)))
     except SpecFileError as exc:
         return _fail(str(exc))
@@ -225,6 +228,20 @@ def _write(path: Path, cal: Calibration) -> int:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         return _fail(f"{path}: cannot write ({exc.strerror or exc})", 1)
+    return None
+
+
+def _write(path: Path, cal: Calibration) -> int:
+    notes: list[str] = []
+
+    def edit(text: str) -> str:
+        updated, found = update_spec_text(text, cal, str(path))
+        notes.extend(found)
+        return updated
+
+    failed = _rewrite(path, edit)
+    if failed is not None:
+        return failed
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote spec.switching{' and spec.speculative.adaptiveConfig' if not notes else ''} to {path}")
@@ -268,20 +285,17 @@ def _from_status(args: argparse.Namespace) -> int:
     if not args.write:
         return 0
     path = Path(args.write)
-    try:
-        doc = read_spec_doc(path)
+
+    def edit(text: str) -> str:
+        doc = spec_doc_from_text(text, str(path))
         switching = (doc.get("spec") or {}).get("switching") if isinstance(doc, dict) else None
         if isinstance(switching, dict) and "crossoverConcurrency" in switching:
             # An explicit crossover overrides the curves' (knobs_from_spec): keep them consistent.
             fields["crossoverConcurrency"] = learned.crossover
-        text = update_switching_text(path.read_text(encoding="utf-8"), fields, str(path))
-        parse_object(spec_doc_from_text(text, str(path)))
-        path.write_text(text, encoding="utf-8")
-    except SpecFileError as exc:
-        return _fail(str(exc))
-    except InvalidSpecServe as exc:
-        return _fail(f"{path}: not written, the result would be invalid: {exc}", 1)
-    except OSError as exc:
-        return _fail(f"{path}: cannot read or write ({exc.strerror or exc})", 1)
+        return update_switching_text(text, fields, str(path))
+
+    failed = _rewrite(path, edit)
+    if failed is not None:
+        return failed
     print(f"wrote the learned spec.switching.curves to {path}")
     return 0
