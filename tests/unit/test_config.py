@@ -206,25 +206,34 @@ def test_the_read_timeout_bounds_a_whole_read() -> None:
         OperatorConfig(read_timeout_seconds=0)
 
 
+class Gated:
+    """The operator's change handlers over a reconcile that records each call and waits for `gate`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[str] = []
+        self.gate = asyncio.Event()
+
+        async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
+            self.calls.append(body["metadata"]["name"])
+            await self.gate.wait()
+            return Outcome()
+
+        monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
+
+    @staticmethod
+    def handlers() -> dict[str, Callable[..., Coroutine[Any, Any, None]]]:
+        registry = build_registry(OperatorConfig())
+        return {h.id.rsplit(".", 1)[-1]: h.fn for h in registry._changing.get_all_handlers()}  # type: ignore[misc]
+
+
 def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skips_a_busy_object(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    calls: list[str] = []
-    gate = asyncio.Event()
-
-    async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
-        calls.append(body["metadata"]["name"])
-        await gate.wait()
-        return Outcome()
-
-    monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
+    gated = Gated(monkeypatch)
+    calls, gate = gated.calls, gated.gate
 
     async def main() -> None:
-        registry = build_registry(OperatorConfig())
-        fns: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
-            h.id.rsplit(".", 1)[-1]: h.fn  # type: ignore[misc]
-            for h in registry._changing.get_all_handlers()
-        }
+        fns = gated.handlers()
         on_change, on_resume = fns["on_change"], fns["on_resume"]
         memo = kopf.Memo({"kube": object(), MEMO_KEY: Slots(4)})
         body = {"metadata": {"namespace": "llm", "name": "kimi", "uid": "u"}, "spec": {}}
@@ -243,22 +252,11 @@ def test_urgent_triggers_queued_for_one_object_coalesce_and_background_work_skip
 
 
 def test_background_reconciles_waiting_for_a_slot_coalesce(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    gate = asyncio.Event()
-
-    async def fake_reconcile(kube: Any, body: Any, **_: Any) -> Outcome:
-        calls.append(body["metadata"]["name"])
-        await gate.wait()
-        return Outcome()
-
-    monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
+    gated = Gated(monkeypatch)
+    calls, gate = gated.calls, gated.gate
 
     async def main() -> None:
-        registry = build_registry(OperatorConfig())
-        fns: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
-            h.id.rsplit(".", 1)[-1]: h.fn  # type: ignore[misc]
-            for h in registry._changing.get_all_handlers()
-        }
+        fns = gated.handlers()
         slots = Slots(1)
         logger = logging.getLogger("test")
 
