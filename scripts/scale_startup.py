@@ -99,18 +99,6 @@ def _request_summary(requests: list[RecordedRequest]) -> str:
     return ", ".join(f"{what} {n}" for what, n in counts.most_common())
 
 
-class Stamped(list[RecordedRequest]):
-    """The fake's request log with each request's arrival time (time.monotonic())."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.times: list[float] = []
-
-    def append(self, item: RecordedRequest) -> None:
-        self.times.append(time.monotonic())
-        super().append(item)
-
-
 @contextlib.contextmanager
 def kubeconfig_for(url: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,7 +110,7 @@ def kubeconfig_for(url: str) -> Iterator[Path]:
 async def measure(args: argparse.Namespace) -> int:
     # accept_routes=0: the fake's Gateway stand-in accepts each new HTTPRoute generation as it is written.
     api = FakeApiServer(auto_ready=True, accept_routes=0)
-    api.requests = log_ = Stamped()
+    log_ = api.requests
     async with api:
         seed(api, args.count)
         with kubeconfig_for(api.url) as kubeconfig:
@@ -325,7 +313,11 @@ async def _converged(api: FakeApiServer, count: int, start: float, timeout: floa
 
 
 async def _lease_loss(
-    args: argparse.Namespace, api: FakeApiServer, log_: Stamped, proc: asyncio.subprocess.Process, start: float
+    args: argparse.Namespace,
+    api: FakeApiServer,
+    log_: list[RecordedRequest],
+    proc: asyncio.subprocess.Process,
+    start: float,
 ) -> int:
     """One loss (args.lease_loss: stolen or lapsed) while the leader keeps repairing drift."""
     t_ready = await _converged(api, args.count, start, args.timeout)
@@ -356,7 +348,7 @@ async def _lease_loss(
     exited = time.monotonic()
     stop.set()
     await drifting
-    stamped = list(zip(log_.times, log_, strict=True))
+    stamped = [(r.started, r) for r in log_]  # each request with its arrival time
     renewed = [t for t, r in stamped if r.resource == LEASES and r.method == "PUT" and r.status == 200 and t < lost]
     writes = [t for t, r in stamped if r.is_write and r.resource != LEASES and r.method != "POST" and t >= lost - 5]
     last = max(writes) if writes else float("nan")

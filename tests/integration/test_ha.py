@@ -7,7 +7,6 @@ import contextlib
 import copy
 import socket
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,18 +26,6 @@ T = TypeVar("T")
 RESYNC = 0.4
 
 
-class StampedRequests(list[RecordedRequest]):
-    """The fake's request log, with the monotonic time each request arrived (`times[i]` for the i-th)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.times: list[float] = []
-
-    def append(self, item: RecordedRequest) -> None:
-        self.times.append(time.monotonic())
-        super().append(item)
-
-
 class ThreadedFake:
     """The fake API server on its own thread and loop: kopf's shutdown cancels every task it finds in its loop,
     and would cancel the server's too (in a cluster the API server is elsewhere). Calls run on the server's loop.
@@ -49,13 +36,11 @@ class ThreadedFake:
         self._thread = threading.Thread(target=self._loop.run_forever, name="kubefake", daemon=True)
         self._thread.start()
         self.api = FakeApiServer(**{"auto_ready": True, **options})
-        self.log = StampedRequests()
-        self.api.requests = self.log
         self.url = self._run(self.api.start())
 
     def stamped(self) -> list[tuple[float, RecordedRequest]]:
         """Every request so far with its arrival time."""
-        return self.call(lambda: list(zip(self.log.times, self.log, strict=True)))
+        return self.call(lambda: [(r.started, r) for r in self.api.requests])
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
