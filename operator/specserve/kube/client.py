@@ -288,14 +288,7 @@ class KubeClient:
         over conflicting fields (idempotent)."""
         kind = kind_of(manifest)
         meta = manifest["metadata"]
-        path = kind.object_path(meta["namespace"], meta["name"])
-        query = {"fieldManager": field_manager, "force": "true"}
-        status, data = await self._call(
-            "PATCH", path, query=query, body=manifest, content_type="application/apply-patch+yaml"
-        )
-        if status >= 300:
-            raise self._fail("PATCH", path, status, data)
-        return self._object("PATCH", path, status, data)
+        return await self._apply_patch(kind.object_path(meta["namespace"], meta["name"]), manifest, field_manager)
 
     async def delete(self, kind: Kind, namespace: str, name: str) -> None:
         path = kind.object_path(namespace, name)
@@ -323,6 +316,9 @@ class KubeClient:
         path = kind.object_path(namespace, name) + "/status"
         body = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name, "namespace": namespace},
                 "status": status_body}  # fmt: skip
+        return await self._apply_patch(path, body, field_manager)
+
+    async def _apply_patch(self, path: str, body: JSON, field_manager: str) -> JSON:
         query = {"fieldManager": field_manager, "force": "true"}
         status, data = await self._call(
             "PATCH", path, query=query, body=body, content_type="application/apply-patch+yaml"
