@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from specserve.api.models import Condition
 from specserve.plugin import view
 from specserve.plugin.plot import terminal
 
@@ -195,3 +196,10 @@ def test_explain_shows_the_learned_curves_and_the_forecast_trust(kimi_doc: dict[
     assert "recent error 12%, trust 0.80" in text
     # Nothing learned yet: no section at all.
     assert view.explain_data(view.load(body(kimi_doc)))["learning"] is None
+
+
+def test_a_curve_drift_is_not_fine_only_while_true() -> None:
+    quiet = [Condition.model_validate(cond("CurveDrift", "False", "NoDrift", "The pools serve the curves."))]
+    drifted = [Condition.model_validate(cond("CurveDrift", "True", "Drifted", "Speculative 30% below."))]
+    assert view.not_fine(quiet) == []
+    assert [c.reason for c in view.not_fine(drifted)] == ["Drifted"]

@@ -29,6 +29,8 @@ CONDITION_ORDER = (
     PROGRESSING,
     DEGRADED,
 )
+# Conditions whose True is the abnormal state (Kubernetes' "abnormal-true" polarity): False is the fine one.
+ABNORMAL_TRUE = frozenset({DEGRADED, PROGRESSING, SWITCHING, CURVE_DRIFT})
 
 # Reasons
 INVALID_SPEC = "InvalidSpec"  # Degraded (and the Warning event): the spec was rejected, nothing applied

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserve.api.conditions import ABNORMAL_TRUE
 from specserve.api.models import (
     Condition,
     ConditionStatus,
@@ -29,7 +30,6 @@ JSON = dict[str, Any]
 LAST_DECISIONS = 3
 
 # Conditions whose False (or, for these, True) is the normal state.
-FINE_WHEN_FALSE = {"Degraded", "Progressing", "Switching"}
 FINE_REASONS = {"NotUsed", "Inactive", "NotRequested", "NotEvaluated", "Stable", "Settled", "AsExpected"}
 
 
@@ -66,7 +66,7 @@ def not_fine(conditions: list[Condition]) -> list[Condition]:
     for c in conditions:
         if c.reason in FINE_REASONS:
             continue
-        if c.type in FINE_WHEN_FALSE:
+        if c.type in ABNORMAL_TRUE:
             if c.status == ConditionStatus.TRUE or c.reason == "Paused":
                 out.append(c)
         elif c.status != ConditionStatus.TRUE:
