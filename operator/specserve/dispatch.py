@@ -258,9 +258,13 @@ class Dispatcher:
             return
         pools = self.pools.setdefault(Registry.key(item.body), {})
         name = str(meta.get("name", ""))
-        was = pools.get(name, False)
+        known, was = name in pools, pools.get(name, False)
         pools[name] = now = event.get("type") != "DELETED" and read_pool(body).serving
-        if was and not now and not owner_meta.get("deletionTimestamp") and not item.memo.get(GONE):
+        lost = was and not now
+        # A leader that just started (or re-listed) has no "before": the first sight of a SpecServe's pools that
+        # shows one without a Ready replica beside one with may be a loss nobody has acted on yet.
+        unseen_loss = not known and any(pools.values()) and not all(pools.values())
+        if (lost or unseen_loss) and not owner_meta.get("deletionTimestamp") and not item.memo.get(GONE):
             await self._fail_over(item)  # before anything else, and holding nothing
         # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved
         # since the status recorded them need a reconcile (at start every SpecServe gets one anyway, on.resume).
