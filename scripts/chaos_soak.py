@@ -166,8 +166,13 @@ class World:
         return self._get(SPECSERVES, name)
 
     def leader(self) -> str | None:
+        return self.lease_state()[0]
+
+    def lease_state(self) -> tuple[str | None, str | None]:
+        """The Lease's holder and its last renewTime."""
         lease = self._get(LEASES, "specserve-operator")
-        return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
+        spec = (lease or {}).get("spec") or {}
+        return spec.get("holderIdentity"), spec.get("renewTime")
 
 
 # --------------------------------------------------------------------------------------------------- load
@@ -530,6 +535,9 @@ class Chaos:
         self.active: list[Active] = []
         self.started: Counter[str] = Counter()
         self.takeovers: list[float] = []
+        self.lapsed = False  # the leader change in progress is a lapse, not an injected kill
+        self.lapses: list[float] = []  # leader changes nobody injected: the holder stopped renewing (slow API)
+        self.renewed: tuple[str | None, str | None, float] = (None, None, 0.0)  # holder, renewTime, seen at
         self.leader_killed_at: tuple[float, str] | None = None
         self.edits: Counter[str] = Counter()
         self.detail = ""  # what the last fault did, in words
@@ -682,17 +690,27 @@ class Chaos:
         self.detail = f"({leader}, {signal.Signals(sig).name})"
         self.operators.kill(leader, sig)
         self.leader_killed_at = (now, leader)
+        self.lapsed = False
         self.checker.leader_killed(now)
         return lambda: None
 
     def watch_leader(self, now: float) -> None:
+        holder, renewed = self.world.lease_state()
+        if (holder, renewed) != self.renewed[:2]:
+            self.renewed = (holder, renewed, now)
         if self.leader_killed_at is None:
+            # A holder that has not renewed for its renew deadline has stopped acting (it fences its own writes):
+            # a leader change nobody injected, e.g. renewals that a slow API made miss their deadline.
+            if holder is not None and now - self.renewed[2] > self.operators.lease * 2 / 3:
+                self.leader_killed_at = (self.renewed[2], holder)
+                self.lapsed = True
+                self.checker.leader_killed(now)
             return
         killed_at, old = self.leader_killed_at
-        leader = self.world.leader()
-        if leader is not None and leader != old:
-            self.takeovers.append(now - killed_at)
+        if holder is not None and holder != old:
+            (self.lapses if self.lapsed else self.takeovers).append(now - killed_at)
             self.leader_killed_at = None
+            self.lapsed = False
             self.checker.leader_took_over(now)
 
 
@@ -805,6 +823,7 @@ def _figures(checker: Checker, chaos: Chaos, operators: Operators) -> JSON:
         "failovers_across_leader_change_seconds": [round(t, 2) for t in checker.failovers_across_leader_change],
         "recovered_before_failover": checker.recovered_before_failover,
         "leader_takeovers_seconds": [round(t, 2) for t in chaos.takeovers],
+        "lease_lapses_seconds": [round(t, 2) for t in chaos.lapses],
         "operator_replicas_started": operators.started,
     }
 
@@ -853,6 +872,7 @@ def _print_summary(report: JSON) -> None:
     print(f"failovers across a leader change (s, from the pods' loss): "
           f"{report['failovers_across_leader_change_seconds']}")  # fmt: skip
     print(f"leader takeovers (s): {report['leader_takeovers_seconds']}")
+    print(f"leases lapsed without a kill (s from the last renewal to the takeover): {report['lease_lapses_seconds']}")
     print(
         f"HTTPRoute spec changes: {report.get('route_writes')}; demand changes: {report.get('weight_changes_by_load')}"
     )
