@@ -28,6 +28,30 @@ def _yaml() -> YAML:
 
 def update_switching_text(text: str, fields: dict[str, object], where: str) -> str:
     """The YAML text with the SpecServe document's spec.switching fields set (None: removed), the rest kept."""
+    y, docs, spec = _load_spec(text, where)
+    _set_switching(spec, fields, where)
+    return _dump(y, docs)
+
+
+def update_spec_text(text: str, cal: Calibration, where: str) -> tuple[str, list[str]]:
+    """The YAML text with the SpecServe document's switching (and, for the Adaptive strategy, the
+    speculative.adaptiveConfig) fields set from `cal`. Returns the new text and notes on what was not written."""
+    y, docs, spec = _load_spec(text, where)
+    notes: list[str] = []
+    _set_switching(spec, switching_fields(cal), where)
+    if spec.get("strategy") == "Adaptive" and cal.adaptive_config is not None:
+        speculative = spec.setdefault("speculative", {})
+        speculative["adaptiveConfig"] = _compact(cal.adaptive_config)
+    elif cal.adaptive_config is not None:
+        notes.append(
+            "spec.speculative.adaptiveConfig not written: it applies to strategy Adaptive only "
+            f"(this file's strategy is {spec.get('strategy', 'TrafficSplit')})"
+        )
+    return _dump(y, docs), notes
+
+
+def _load_spec(text: str, where: str) -> tuple[YAML, list[Any], Any]:
+    """The round-trip loader, every document of the file, and the one SpecServe document's spec mapping."""
     y = _yaml()
     try:
         docs = list(y.load_all(text))
@@ -39,6 +63,10 @@ def update_switching_text(text: str, fields: dict[str, object], where: str) -> s
     spec = targets[0].get("spec")
     if not isinstance(spec, dict):
         raise SpecFileError(f"{where}: the SpecServe document has no spec mapping")
+    return y, docs, spec
+
+
+def _set_switching(spec: Any, fields: dict[str, object], where: str) -> None:
     switching = spec.setdefault("switching", {})
     if not isinstance(switching, dict):
         raise SpecFileError(f"{where}: spec.switching must be a mapping")
@@ -47,46 +75,12 @@ def update_switching_text(text: str, fields: dict[str, object], where: str) -> s
             switching.pop(key, None)
         else:
             switching[key] = _compact(value)
+
+
+def _dump(y: YAML, docs: list[Any]) -> str:
     out = io.StringIO()
     y.dump_all(docs, out)
     return out.getvalue()
-
-
-def update_spec_text(text: str, cal: Calibration, where: str) -> tuple[str, list[str]]:
-    """The YAML text with the SpecServe document's switching (and, for the Adaptive strategy, the
-    speculative.adaptiveConfig) fields set from `cal`. Returns the new text and notes on what was not written."""
-    y = _yaml()
-    try:
-        docs = list(y.load_all(text))
-    except YAMLError as exc:
-        raise SpecFileError(f"{where}: not valid YAML ({_why(exc)})") from exc
-    targets = [d for d in docs if isinstance(d, dict) and d.get("kind") == "SpecServe"]
-    if len(targets) != 1:
-        raise SpecFileError(f"{where}: expected exactly one document with kind: SpecServe, found {len(targets)}")
-    doc = targets[0]
-    spec = doc.get("spec")
-    if not isinstance(spec, dict):
-        raise SpecFileError(f"{where}: the SpecServe document has no spec mapping")
-    notes: list[str] = []
-    switching = spec.setdefault("switching", {})
-    if not isinstance(switching, dict):
-        raise SpecFileError(f"{where}: spec.switching must be a mapping")
-    for key, value in switching_fields(cal).items():
-        if value is None:
-            switching.pop(key, None)
-        else:
-            switching[key] = _compact(value)
-    if spec.get("strategy") == "Adaptive" and cal.adaptive_config is not None:
-        speculative = spec.setdefault("speculative", {})
-        speculative["adaptiveConfig"] = _compact(cal.adaptive_config)
-    elif cal.adaptive_config is not None:
-        notes.append(
-            "spec.speculative.adaptiveConfig not written: it applies to strategy Adaptive only "
-            f"(this file's strategy is {spec.get('strategy', 'TrafficSplit')})"
-        )
-    out = io.StringIO()
-    y.dump_all(docs, out)
-    return out.getvalue(), notes
 
 
 def _why(exc: YAMLError) -> str:
