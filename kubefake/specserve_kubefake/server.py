@@ -129,6 +129,18 @@ class FakeApiServer:
         self.url = f"http://{self._host}:{port}"
         return self.url
 
+    def drop_connections(self) -> None:
+        """End every open watch stream and close each connection once its request is answered (idle keep-alive
+        connections at once), as an API server restart does to its clients; the store and the listener stay.
+        For a test whose client runs in the server's event loop and waits for every task it did not start (kopf
+        gives those 5 s when it stops): the server's connection handlers are such tasks."""
+        for watches in self.store.hub.watches.values():
+            for watch in list(watches):
+                watch.put(None)
+        server = self._runner.server if self._runner is not None else None
+        for handler in server.connections if server is not None else []:
+            handler.close()
+
     async def stop(self) -> None:
         """Close open watches and stop listening."""
         self.store.hub.close()

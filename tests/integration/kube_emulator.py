@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 
+IN_LOOP: list[FakeApiServer] = []  # the fake API servers serving from the running test's event loop
+
+
 @asynccontextmanager
 async def emulated_cluster(*namespaces: str, **options: Any) -> AsyncIterator[tuple[FakeApiServer, str]]:
     """A started FakeApiServer with ``namespaces`` created, and its URL. ``options`` go to FakeApiServer
@@ -39,7 +42,11 @@ async def emulated_cluster(*namespaces: str, **options: Any) -> AsyncIterator[tu
     async with FakeApiServer(**options) as api:
         for namespace in namespaces:
             api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        yield api, api.url
+        IN_LOOP.append(api)
+        try:
+            yield api, api.url
+        finally:
+            IN_LOOP.remove(api)
 
 
 @asynccontextmanager
@@ -80,7 +87,26 @@ async def running_operator(config: OperatorConfig) -> AsyncIterator[asyncio.Task
     try:
         yield task
     finally:
-        stop.set()
-        if not task.done():  # a test that expects it to end by itself reads its outcome
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, timeout=30)
+        await stop_operator(task, stop)
+
+
+async def stop_operator(task: asyncio.Task[None], stop: asyncio.Event, timeout: float = 30.0) -> None:
+    """Set `stop` and wait for the operator's task to end (a test that expects it to end by itself reads its
+    outcome). kopf waits up to 5 s for every task started after it before it returns; with the fake API server in
+    this loop those include the server's connection handlers (a real API server is another process), so the fake
+    drops its connections while the operator stops."""
+    stop.set()
+    if task.done():
+        return
+    deadline = time.monotonic() + timeout
+    while not task.done() and time.monotonic() < deadline:
+        await asyncio.wait({task}, timeout=0.1)
+        for api in IN_LOOP:
+            api.drop_connections()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise TimeoutError(f"the operator did not stop within {timeout:.0f} s")
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

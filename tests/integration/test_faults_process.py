@@ -253,7 +253,12 @@ async def test_max_concurrent_rolls_is_honoured_across_specserves(
                     fake.call(fake.api.set_deployment_ready, NS, name)
                 for name in names:  # and the Gateway accepts each route generation (no settle delay)
                     fake.call(fake.api.set_route_accepted, NS, name)
-            assert len(rolled(fake, NS, "llm-batch")) == 6  # every pool rolled in the end
+            progress = {  # why, should it ever not finish
+                n: [c for c in ((fake.get(SPECSERVES, NS, n) or {}).get("status") or {}).get("conditions") or []
+                    if c["type"] in ("Progressing", "Degraded")]
+                for n in names
+            }  # fmt: skip
+            assert len(rolled(fake, NS, "llm-batch")) == 6, progress  # every pool rolled in the end
             assert seen_waiting  # and the held ones said why
             assert not task.done()
 

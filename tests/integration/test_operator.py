@@ -15,11 +15,9 @@ import aiohttp
 import pytest
 
 from specserve import telemetry
-from specserve.commands.run import serve
 from specserve.config import OperatorConfig
-from specserve.kube.client import KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
-from tests.integration.kube_emulator import FakeApiServer, eventually, operator_cluster
+from tests.integration.kube_emulator import FakeApiServer, eventually, operator_cluster, running_operator
 
 NS = "llm"
 SPECSERVES = "specserve.io/v1alpha1/specserves"
@@ -83,16 +81,10 @@ async def cluster(
         yield Cluster(api, api.url, s)
 
 
-@pytest.fixture(params=[False])
-async def operator(cluster: Cluster, request: pytest.FixtureRequest) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    config = OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=request.param)
-    task = asyncio.create_task(serve(config, KubeClient.from_environment(), stop_flag=stop))
-    yield
-    stop.set()
-    # kopf ends its root task by cancellation once the stop flag has been honoured.
-    with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=30)
+def operating(post_events: bool = False) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
+    """The real operator, in the test's own task: kopf, stopping, waits for every task started after it, and a
+    fixture's teardown runs in such a task (it would wait for itself until kopf's 5 s grace ran out)."""
+    return running_operator(OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=post_events))
 
 
 def condition(body: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
@@ -129,210 +121,212 @@ async def mark_pods_ready(cluster: Cluster, name: str) -> None:
     cluster.api.set_deployment_ready(NS, name)  # the Deployment controller's word
 
 
-async def test_create_renders_owned_children_and_reports_readiness(
-    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
-) -> None:
-    cluster.api.create(specserve(kimi_doc))
-    children = [
-        (DEPLOYMENTS, "kimi-k25-spec"),
-        (DEPLOYMENTS, "kimi-k25-base"),
-        (SERVICES, "kimi-k25-spec"),
-        (SERVICES, "kimi-k25-base"),
-        (ROUTES, "kimi-k25"),
-        (PODMONITORS, "kimi-k25"),
-    ]
-    await eventually(lambda: all(cluster.obj(r, n) for r, n in children), what="every child object")
-    for resource, name in children:
-        child = cluster.obj(resource, name)
-        assert child is not None, f"{resource} {name} missing"
-        owners = child["metadata"]["ownerReferences"]
-        assert owners == [
-            {
-                "apiVersion": "specserve.io/v1alpha1",
-                "kind": "SpecServe",
-                "name": "kimi-k25",
-                "uid": cluster.obj(SPECSERVES, "kimi-k25")["metadata"]["uid"],  # type: ignore[index]
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
+async def test_create_renders_owned_children_and_reports_readiness(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        cluster.api.create(specserve(kimi_doc))
+        children = [
+            (DEPLOYMENTS, "kimi-k25-spec"),
+            (DEPLOYMENTS, "kimi-k25-base"),
+            (SERVICES, "kimi-k25-spec"),
+            (SERVICES, "kimi-k25-base"),
+            (ROUTES, "kimi-k25"),
+            (PODMONITORS, "kimi-k25"),
         ]
-    route = cluster.obj(ROUTES, "kimi-k25")
-    assert route is not None
-    weights = {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
-    assert weights == {"kimi-k25-spec": 0, "kimi-k25-base": 100}  # initialMode: Baseline
+        await eventually(lambda: all(cluster.obj(r, n) for r, n in children), what="every child object")
+        for resource, name in children:
+            child = cluster.obj(resource, name)
+            assert child is not None, f"{resource} {name} missing"
+            owners = child["metadata"]["ownerReferences"]
+            assert owners == [
+                {
+                    "apiVersion": "specserve.io/v1alpha1",
+                    "kind": "SpecServe",
+                    "name": "kimi-k25",
+                    "uid": cluster.obj(SPECSERVES, "kimi-k25")["metadata"]["uid"],  # type: ignore[index]
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        route = cluster.obj(ROUTES, "kimi-k25")
+        assert route is not None
+        weights = {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
+        assert weights == {"kimi-k25-spec": 0, "kimi-k25-base": 100}  # initialMode: Baseline
 
-    ready = await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="status")
-    assert ready["status"] == "False" and ready["reason"] == "PoolsNotReady"
+        ready = await eventually(lambda: condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready"), what="status")
+        assert ready["status"] == "False" and ready["reason"] == "PoolsNotReady"
 
-    await mark_pods_ready(cluster, "kimi-k25-spec")
-    await mark_pods_ready(cluster, "kimi-k25-base")
-    await cluster.patch(
-        ROUTES,
-        "kimi-k25",
-        {
-            "status": {
-                "parents": [
-                    {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}
-                ]
-            }
-        },
-        subresource="status",
-    )
-    await eventually(
-        lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready") or {}).get("status") == "True",
-        what="Ready=True",
-    )
-    status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
-    assert status["activeMode"] == "Baseline"
-    assert status["weights"] == {"speculative": 0, "baseline": 100}
-    assert status["observedGeneration"] == 1
-    assert condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")["status"] == "False"  # type: ignore[index]
-    labels = {"namespace": NS, "name": "kimi-k25"}
-    await eventually(lambda: telemetry.REGISTRY.get_sample_value("specserve_ready", labels) == 1.0, what="metric")
-    assert telemetry.REGISTRY.get_sample_value("specserve_speculative_weight", labels) == 0.0
-    assert (telemetry.REGISTRY.get_sample_value("specserve_reconciles_total", {**labels, "result": "ok"}) or 0) > 0
-
-
-async def test_steady_state_makes_no_writes(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    await create_and_wait(cluster, kimi_doc)
-    await quiescence(cluster)  # kopf's own bookkeeping writes after the first handling
-    start = cluster.request_count()
-    await asyncio.sleep(RESYNC * 6)  # several resync periods
-    assert cluster.request_count() > start, "the resync timer did not run: the window proves nothing"
-    assert cluster.writes_since(start) == []
-
-
-async def test_repairs_drift(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    cluster.api.create(specserve(kimi_doc))
-    await eventually(lambda: cluster.obj(ROUTES, "kimi-k25"), what="the HTTPRoute")
-    await cluster.patch(DEPLOYMENTS, "kimi-k25-spec", {"spec": {"replicas": 7}})
-    await eventually(
-        lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["replicas"] == 1,  # type: ignore[index]
-        what="replicas restored by the resync",
-    )
+        await mark_pods_ready(cluster, "kimi-k25-spec")
+        await mark_pods_ready(cluster, "kimi-k25-base")
+        await cluster.patch(
+            ROUTES,
+            "kimi-k25",
+            {
+                "status": {
+                    "parents": [
+                        {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}
+                    ]
+                }
+            },
+            subresource="status",
+        )
+        await eventually(
+            lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Ready") or {}).get("status") == "True",
+            what="Ready=True",
+        )
+        status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
+        assert status["activeMode"] == "Baseline"
+        assert status["weights"] == {"speculative": 0, "baseline": 100}
+        assert status["observedGeneration"] == 1
+        assert condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")["status"] == "False"  # type: ignore[index]
+        labels = {"namespace": NS, "name": "kimi-k25"}
+        await eventually(lambda: telemetry.REGISTRY.get_sample_value("specserve_ready", labels) == 1.0, what="metric")
+        assert telemetry.REGISTRY.get_sample_value("specserve_speculative_weight", labels) == 0.0
+        assert (telemetry.REGISTRY.get_sample_value("specserve_reconciles_total", {**labels, "result": "ok"}) or 0) > 0
 
 
-async def test_switching_knobs_do_not_restart_pods(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    await create_and_wait(cluster, kimi_doc)
-    before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
-    await edit_spec(cluster, 2, {"switching": {"hysteresis": 0.3, "minDwellSeconds": 900, "advisory": True}})
-    await eventually(
-        lambda: (cluster.obj(SPECSERVES, "kimi-k25") or {}).get("status", {}).get("observedGeneration") == 2,
-        what="generation 2 observed",
-    )
-    for name, old in before.items():
-        assert cluster.obj(DEPLOYMENTS, name)["spec"]["template"] == old["spec"]["template"]  # type: ignore[index]
+async def test_steady_state_makes_no_writes(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        await create_and_wait(cluster, kimi_doc)
+        await quiescence(cluster)  # kopf's own bookkeeping writes after the first handling
+        start = cluster.request_count()
+        await asyncio.sleep(RESYNC * 6)  # several resync periods
+        assert cluster.request_count() > start, "the resync timer did not run: the window proves nothing"
+        assert cluster.writes_since(start) == []
 
 
-async def test_engine_change_rolls_pods_and_strategy_change_prunes(
-    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
-) -> None:
-    cluster.api.create(specserve(kimi_doc))
-    await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base"), what="baseline pool")
-    old_hash = cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["template"]["metadata"]["annotations"]  # type: ignore[index]
-
-    await edit_spec(cluster, 2, {"strategy": "Restart", "engine": {"memFractionStatic": 0.8}})
-    await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-engine"), what="the Restart pool")
-    stale = [(DEPLOYMENTS, "kimi-k25-spec"), (DEPLOYMENTS, "kimi-k25-base"), (SERVICES, "kimi-k25-spec"),
-             (SERVICES, "kimi-k25-base")]  # fmt: skip
-    await eventually(lambda: not any(cluster.obj(r, n) for r, n in stale), what="the two-pool objects pruned")
-    engine = cluster.obj(DEPLOYMENTS, "kimi-k25-engine")
-    assert engine is not None
-    args = engine["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--speculative-algorithm" not in args  # Restart in Baseline mode runs plain decoding
-    assert args[args.index("--mem-fraction-static") + 1] == "0.8"
-    new_hash = engine["spec"]["template"]["metadata"]["annotations"]
-    assert new_hash["specserve.io/engine-config-hash"] != old_hash["specserve.io/engine-config-hash"]
+async def test_repairs_drift(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        cluster.api.create(specserve(kimi_doc))
+        await eventually(lambda: cluster.obj(ROUTES, "kimi-k25"), what="the HTTPRoute")
+        await cluster.patch(DEPLOYMENTS, "kimi-k25-spec", {"spec": {"replicas": 7}})
+        await eventually(
+            lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["replicas"] == 1,  # type: ignore[index]
+            what="replicas restored by the resync",
+        )
 
 
-@pytest.mark.parametrize("operator", [True], indirect=True)  # with Kubernetes events posted
+async def test_switching_knobs_do_not_restart_pods(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        await create_and_wait(cluster, kimi_doc)
+        before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
+        await edit_spec(cluster, 2, {"switching": {"hysteresis": 0.3, "minDwellSeconds": 900, "advisory": True}})
+        await eventually(
+            lambda: (cluster.obj(SPECSERVES, "kimi-k25") or {}).get("status", {}).get("observedGeneration") == 2,
+            what="generation 2 observed",
+        )
+        for name, old in before.items():
+            assert cluster.obj(DEPLOYMENTS, name)["spec"]["template"] == old["spec"]["template"]  # type: ignore[index]
+
+
+async def test_engine_change_rolls_pods_and_strategy_change_prunes(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        cluster.api.create(specserve(kimi_doc))
+        await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-base"), what="baseline pool")
+        old_hash = cluster.obj(DEPLOYMENTS, "kimi-k25-spec")["spec"]["template"]["metadata"]["annotations"]  # type: ignore[index]
+
+        await edit_spec(cluster, 2, {"strategy": "Restart", "engine": {"memFractionStatic": 0.8}})
+        await eventually(lambda: cluster.obj(DEPLOYMENTS, "kimi-k25-engine"), what="the Restart pool")
+        stale = [(DEPLOYMENTS, "kimi-k25-spec"), (DEPLOYMENTS, "kimi-k25-base"), (SERVICES, "kimi-k25-spec"),
+                 (SERVICES, "kimi-k25-base")]  # fmt: skip
+        await eventually(lambda: not any(cluster.obj(r, n) for r, n in stale), what="the two-pool objects pruned")
+        engine = cluster.obj(DEPLOYMENTS, "kimi-k25-engine")
+        assert engine is not None
+        args = engine["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "--speculative-algorithm" not in args  # Restart in Baseline mode runs plain decoding
+        assert args[args.index("--mem-fraction-static") + 1] == "0.8"
+        new_hash = engine["spec"]["template"]["metadata"]["annotations"]
+        assert new_hash["specserve.io/engine-config-hash"] != old_hash["specserve.io/engine-config-hash"]
+
+
 # The CRD's CEL rules make the API server refuse this edit (422) before the operator sees it; this test is about
 # a spec that gets past the server (a CRD installed without the rules), so the fake validates nothing here.
 @pytest.mark.parametrize("cluster", [{"validate": False}], indirect=True, ids=["unvalidated"])
-async def test_invalid_update_is_reported_and_disturbs_nothing(
-    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
-) -> None:
-    await create_and_wait(cluster, kimi_doc)
-    before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
+async def test_invalid_update_is_reported_and_disturbs_nothing(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating(post_events=True):  # with Kubernetes events posted
+        await create_and_wait(cluster, kimi_doc)
+        before = {n: cluster.obj(DEPLOYMENTS, n) for n in ("kimi-k25-spec", "kimi-k25-base")}
 
-    await edit_spec(cluster, 2, {"placement": {"gpusPerPod": 6}, "engine": {"extraArgs": ["--tp-size=2"]}})
-    degraded = await eventually(
-        lambda: (c := condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")) and c["status"] == "True" and c,
-        what="Degraded=True",
-    )
-    assert degraded["reason"] == "InvalidSpec"
-    assert "spec.placement.gpusPerPod" in degraded["message"]
-    assert "spec.engine.extraArgs" in degraded["message"]
-    assert degraded["observedGeneration"] == 2
-    status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
-    assert status["observedGeneration"] == 1  # generation 2 was not applied
+        await edit_spec(cluster, 2, {"placement": {"gpusPerPod": 6}, "engine": {"extraArgs": ["--tp-size=2"]}})
+        degraded = await eventually(
+            lambda: (c := condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded")) and c["status"] == "True" and c,
+            what="Degraded=True",
+        )
+        assert degraded["reason"] == "InvalidSpec"
+        assert "spec.placement.gpusPerPod" in degraded["message"]
+        assert "spec.engine.extraArgs" in degraded["message"]
+        assert degraded["observedGeneration"] == 2
+        status = cluster.obj(SPECSERVES, "kimi-k25")["status"]  # type: ignore[index]
+        assert status["observedGeneration"] == 1  # generation 2 was not applied
 
-    def posted_events() -> list[dict[str, Any]]:
-        return [r.body for r in cluster.api.requests if r.method == "POST" and r.plural == "events"]
+        def posted_events() -> list[dict[str, Any]]:
+            return [r.body for r in cluster.api.requests if r.method == "POST" and r.plural == "events"]
 
-    await eventually(posted_events, what="the warning event")
-    await asyncio.sleep(RESYNC * 3)  # several resyncs of the same invalid spec
-    warnings = posted_events()
-    assert [(w["type"], w["reason"]) for w in warnings] == [("Warning", "InvalidSpec")]  # one, not one per resync
-    assert "spec.placement.gpusPerPod" in warnings[0]["message"]
-    assert warnings[0]["involvedObject"]["name"] == "kimi-k25"
-    for name, old in before.items():
-        assert cluster.obj(DEPLOYMENTS, name)["spec"] == old["spec"]  # type: ignore[index]
+        await eventually(posted_events, what="the warning event")
+        await asyncio.sleep(RESYNC * 3)  # several resyncs of the same invalid spec
+        warnings = posted_events()
+        assert [(w["type"], w["reason"]) for w in warnings] == [("Warning", "InvalidSpec")]  # one, not one per resync
+        assert "spec.placement.gpusPerPod" in warnings[0]["message"]
+        assert warnings[0]["involvedObject"]["name"] == "kimi-k25"
+        for name, old in before.items():
+            assert cluster.obj(DEPLOYMENTS, name)["spec"] == old["spec"]  # type: ignore[index]
 
-    # Fixing the spec clears Degraded and applies it.
-    await edit_spec(cluster, 3, {"placement": {"gpusPerPod": 8}, "engine": {"extraArgs": []}})
-    await eventually(
-        lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded") or {}).get("status") == "False",
-        what="Degraded=False after the fix",
-    )
-
-
-async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: None, kimi_doc: dict[str, Any]) -> None:
-    await create_and_wait(cluster, kimi_doc)
-    await cluster.delete(SPECSERVES, "kimi-k25")
-    await eventually(lambda: cluster.obj(SPECSERVES, "kimi-k25") is None, what="the SpecServe to go")
-    # No finalizer holds it (specserve.finalizers): reconciles already in flight may still write (a real server
-    # answers 404) until the operator sees the DELETED event; after that nothing may touch it.
-    await quiescence(cluster)
-    # The fake's garbage collector removes the children through their owner references, as a cluster does;
-    # the operator must not recreate or touch anything afterwards.
-    start = cluster.request_count()
-    await asyncio.sleep(RESYNC * 4)
-    assert cluster.writes_since(start) == []
+        # Fixing the spec clears Degraded and applies it.
+        await edit_spec(cluster, 3, {"placement": {"gpusPerPod": 8}, "engine": {"extraArgs": []}})
+        await eventually(
+            lambda: (condition(cluster.obj(SPECSERVES, "kimi-k25"), "Degraded") or {}).get("status") == "False",
+            what="Degraded=False after the fix",
+        )
 
 
-async def test_every_api_call_is_covered_by_declared_rbac(
-    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
-) -> None:
-    await create_and_wait(cluster, kimi_doc)
-    await edit_spec(cluster, 2, {"strategy": "Restart"})
-    await eventually(lambda: cluster.obj(SERVICES, "kimi-k25-base") is None, what="pruning (Services go last)")
-    verbs = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
-    uncovered = set()
-    for request in cluster.api.requests:
-        if request.resource is None:
-            continue  # discovery
-        verb = verbs[request.method]
-        if verb == "get" and request.name is None:
-            verb = "watch" if request.query.get("watch") in ("true", "1") else "list"
-        resource = request.plural + (f"/{request.subresource}" if request.subresource else "")
-        group = request.group
-        if not allows(REQUIRED_RULES, group, resource, verb):
-            uncovered.add((group, resource, verb))
-    assert uncovered == set()
+async def test_delete_leaves_nothing_behind(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        await create_and_wait(cluster, kimi_doc)
+        await cluster.delete(SPECSERVES, "kimi-k25")
+        await eventually(lambda: cluster.obj(SPECSERVES, "kimi-k25") is None, what="the SpecServe to go")
+        # No finalizer holds it (specserve.finalizers): reconciles already in flight may still write (a real server
+        # answers 404) until the operator sees the DELETED event; after that nothing may touch it.
+        await quiescence(cluster)
+        # The fake's garbage collector removes the children through their owner references, as a cluster does;
+        # the operator must not recreate or touch anything afterwards.
+        start = cluster.request_count()
+        await asyncio.sleep(RESYNC * 4)
+        assert cluster.writes_since(start) == []
+
+
+async def test_every_api_call_is_covered_by_declared_rbac(cluster: Cluster, kimi_doc: dict[str, Any]) -> None:
+    async with operating():
+        await create_and_wait(cluster, kimi_doc)
+        await edit_spec(cluster, 2, {"strategy": "Restart"})
+        await eventually(lambda: cluster.obj(SERVICES, "kimi-k25-base") is None, what="pruning (Services go last)")
+        verbs = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
+        uncovered = set()
+        for request in cluster.api.requests:
+            if request.resource is None:
+                continue  # discovery
+            verb = verbs[request.method]
+            if verb == "get" and request.name is None:
+                verb = "watch" if request.query.get("watch") in ("true", "1") else "list"
+            resource = request.plural + (f"/{request.subresource}" if request.subresource else "")
+            group = request.group
+            if not allows(REQUIRED_RULES, group, resource, verb):
+                uncovered.add((group, resource, verb))
+        assert uncovered == set()
 
 
 async def test_children_are_server_side_applied_by_the_specserve_field_manager(
-    cluster: Cluster, operator: None, kimi_doc: dict[str, Any]
+    cluster: Cluster, kimi_doc: dict[str, Any]
 ) -> None:
-    await create_and_wait(cluster, kimi_doc)
-    child_patches = [
-        r for r in cluster.api.requests if r.method == "PATCH" and r.resource is not None and r.plural != "specserves"
-    ]
-    assert {r.name for r in child_patches} == {"kimi-k25-spec", "kimi-k25-base", "kimi-k25"}
-    for request in child_patches:
-        assert request.headers["Content-Type"] == "application/apply-patch+yaml"
-        assert request.query["fieldManager"] == "specserve" and request.query["force"] == "true"
-        assert request.body["metadata"]["name"] == request.name  # a whole object, not a patch fragment
-        assert request.headers["Authorization"] == "Bearer test-token"  # the kubeconfig's credentials
-    assert not [r for r in cluster.api.requests if r.method in ("POST", "PUT") and r.resource is not None]
+    async with operating():
+        await create_and_wait(cluster, kimi_doc)
+        child_patches = [
+            r
+            for r in cluster.api.requests
+            if r.method == "PATCH" and r.resource is not None and r.plural != "specserves"
+        ]
+        assert {r.name for r in child_patches} == {"kimi-k25-spec", "kimi-k25-base", "kimi-k25"}
+        for request in child_patches:
+            assert request.headers["Content-Type"] == "application/apply-patch+yaml"
+            assert request.query["fieldManager"] == "specserve" and request.query["force"] == "true"
+            assert request.body["metadata"]["name"] == request.name  # a whole object, not a patch fragment
+            assert request.headers["Authorization"] == "Bearer test-token"  # the kubeconfig's credentials
+        assert not [r for r in cluster.api.requests if r.method in ("POST", "PUT") and r.resource is not None]

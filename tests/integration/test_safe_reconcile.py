@@ -140,12 +140,6 @@ async def running(resync: float = RESYNC, events: bool = False) -> AsyncIterator
         yield
 
 
-@pytest.fixture()
-async def operator(fake: FakeApiServer) -> AsyncIterator[None]:
-    async with running():
-        yield
-
-
 def condition(api: FakeApiServer, type_: str) -> JSON | None:
     obj = api.get(SPECSERVES, NS, NAME) or {}
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
@@ -173,6 +167,21 @@ async def serving(api: FakeApiServer, doc: JSON) -> None:
     api.set_route_accepted(NS, NAME)
     await eventually(lambda: status_of(api, "Ready") == "True", what="Ready=True")
     await eventually(lambda: status_of(api, "Progressing") == "False", what="settled")
+    # And the Gateway has taken the route's last generation: a test that pauses the Gateway next must not catch
+    # a write of the settling pass still unaccepted (the operator rolls nothing until the Gateway takes it).
+    await eventually(lambda: route_accepted(api), what="the Gateway accepted the route's generation")
+
+
+def route_accepted(api: FakeApiServer) -> bool:
+    route = api.get(HTTPROUTES, NS, NAME) or {}
+    generation = (route.get("metadata") or {}).get("generation")
+    seen = [
+        c.get("observedGeneration")
+        for parent in (route.get("status") or {}).get("parents") or []
+        for c in parent.get("conditions") or []
+        if c.get("type") == "Accepted"
+    ]
+    return bool(seen) and all(g == generation for g in seen)
 
 
 async def quiet(api: FakeApiServer, timeout: float = 20.0) -> None:
@@ -187,8 +196,8 @@ async def quiet(api: FakeApiServer, timeout: float = 20.0) -> None:
     raise AssertionError(f"writes never stopped: {writes}")
 
 
-async def test_steady_state_makes_no_writes(fake: FakeApiServer, operator: None, kimi_doc: JSON) -> None:
-    async with background(Kubelet(fake).run()):
+async def test_steady_state_makes_no_writes(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running(), background(Kubelet(fake).run()):
         await serving(fake, kimi_doc)
         # The switching loop's one transition (no Prometheus here: MetricsAvailable turns False after a few
         # evaluations without load, with its event) is not steady-state churn: let it happen first.
@@ -234,93 +243,95 @@ async def test_weights_leave_a_pool_that_lost_its_last_ready_replica_at_once(
         await eventually(lambda: weights(fake) == {f"{NAME}-spec": 0, f"{NAME}-base": 100}, timeout=10, what="back")
 
 
-async def test_a_removed_field_converges(fake: FakeApiServer, operator: None, kimi_doc: JSON) -> None:
-    assert kimi_doc["spec"]["placement"]["priorityClassName"]
-    async with background(Kubelet(fake).run()):
-        await serving(fake, kimi_doc)
-        edit(fake, {"placement": {"priorityClassName": None}})
+async def test_a_removed_field_converges(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running():
+        assert kimi_doc["spec"]["placement"]["priorityClassName"]
+        async with background(Kubelet(fake).run()):
+            await serving(fake, kimi_doc)
+            edit(fake, {"placement": {"priorityClassName": None}})
 
-        def gone() -> bool:
-            pods = [d["spec"]["template"]["spec"] for d in fake.list(DEPLOYMENTS, NS)]
-            return len(pods) == 2 and all("priorityClassName" not in p for p in pods)
+            def gone() -> bool:
+                pods = [d["spec"]["template"]["spec"] for d in fake.list(DEPLOYMENTS, NS)]
+                return len(pods) == 2 and all("priorityClassName" not in p for p in pods)
 
-        await eventually(gone, what="priorityClassName removed from both pools")
-        await eventually(lambda: status_of(fake, "Progressing") == "False", what="settled")
-        spec = fake.get(SPECSERVES, NS, NAME)
-        assert spec is not None and spec["status"]["observedGeneration"] == spec["metadata"]["generation"]
-
-
-async def test_a_strategy_change_keeps_a_ready_pool_behind_the_route(
-    fake: FakeApiServer, operator: None, kimi_doc: JSON
-) -> None:
-    kubelet = Kubelet(fake, load_seconds=0.5)
-    sampler = Sampler(fake)
-    async with background(kubelet.run()):
-        await serving(fake, kimi_doc)
-        async with background(sampler.run()):
-            kubelet.hold.add(f"{NAME}-engine")
-            edit(fake, {"strategy": "Restart"})
-            await eventually(lambda: fake.get(DEPLOYMENTS, NS, f"{NAME}-engine"), what="the new pool")
-            await asyncio.sleep(RESYNC * 4)  # the new pool is loading: the old ones must keep serving
-            assert fake.get(DEPLOYMENTS, NS, f"{NAME}-base") is not None
-            assert weights(fake)[f"{NAME}-engine"] == 0
-            assert status_of(fake, "Progressing") == "True"
-            kubelet.hold.clear()
-            await eventually(lambda: weights(fake) == {f"{NAME}-engine": 100}, what="the route on the new pool")
-            old = [(r, f"{NAME}-{p}") for r in (DEPLOYMENTS, SERVICES) for p in ("spec", "base")]
-            await eventually(lambda: all(fake.get(r, NS, n) is None for r, n in old), what="old pools pruned")
-    print(f"\nstrategy change: longest time with no Ready pool behind the route {sampler.longest_gap:.3f} s "
-          f"({sampler.samples} samples)")  # fmt: skip
-    assert sampler.samples > 20
-    assert sampler.bad_samples == []
-    assert sampler.longest_gap == 0.0
-
-
-async def test_an_engine_change_rolls_one_pool_at_a_time(fake: FakeApiServer, operator: None, kimi_doc: JSON) -> None:
-    kubelet = Kubelet(fake, load_seconds=0.5)
-    sampler = Sampler(fake)
-    async with background(kubelet.run()):
-        await serving(fake, kimi_doc)
-        before = {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)}
-        async with background(sampler.run()):
-            edit(fake, {"engine": {"memFractionStatic": 0.8}})
-
-            def rolled() -> bool:
-                args = [d["spec"]["template"]["spec"]["containers"][0]["args"] for d in fake.list(DEPLOYMENTS, NS)]
-                return len(args) == 2 and all(a[a.index("--mem-fraction-static") + 1] == "0.8" for a in args)
-
-            await eventually(rolled, what="both pools rolled")
+            await eventually(gone, what="priorityClassName removed from both pools")
             await eventually(lambda: status_of(fake, "Progressing") == "False", what="settled")
-    after = {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)}
-    assert all(after[n] > before[n] for n in before)
-    print(f"\nengine change: longest time with no Ready pool behind the route {sampler.longest_gap:.3f} s, "
-          f"most pools down at once {sampler.max_rolling} ({sampler.samples} samples)")  # fmt: skip
-    assert sampler.samples > 20
-    assert sampler.max_rolling == 1  # never both pools rolling at once
-    assert sampler.bad_samples == []  # the route never weighs a pool without a Ready replica
-    assert sampler.longest_gap == 0.0
+            spec = fake.get(SPECSERVES, NS, NAME)
+            assert spec is not None and spec["status"]["observedGeneration"] == spec["metadata"]["generation"]
 
 
-async def test_a_pre_existing_object_is_not_taken_over(fake: FakeApiServer, operator: None, kimi_doc: JSON) -> None:
-    theirs = fake.create(
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{NAME}-spec", "namespace": NS},
-         "spec": {"ports": [{"port": 80}], "selector": {"app": "theirs"}}}
-    )  # fmt: skip
-    async with background(Kubelet(fake).run()):
-        body = copy.deepcopy(kimi_doc)
-        body["metadata"]["namespace"] = NS
-        fake.create(body)
-        degraded = await eventually(
-            lambda: (c := condition(fake, "Degraded")) and c["reason"] == "Conflict" and c, what="Conflict"
-        )
-    assert f"Service/{NAME}-spec" in degraded["message"]
-    now = fake.get(SERVICES, NS, f"{NAME}-spec")
-    assert now is not None and now["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
-    assert fake.get(DEPLOYMENTS, NS, f"{NAME}-base") is not None  # the rest is applied
+async def test_a_strategy_change_keeps_a_ready_pool_behind_the_route(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running():
+        kubelet = Kubelet(fake, load_seconds=0.5)
+        sampler = Sampler(fake)
+        async with background(kubelet.run()):
+            await serving(fake, kimi_doc)
+            async with background(sampler.run()):
+                kubelet.hold.add(f"{NAME}-engine")
+                edit(fake, {"strategy": "Restart"})
+                await eventually(lambda: fake.get(DEPLOYMENTS, NS, f"{NAME}-engine"), what="the new pool")
+                await asyncio.sleep(RESYNC * 4)  # the new pool is loading: the old ones must keep serving
+                assert fake.get(DEPLOYMENTS, NS, f"{NAME}-base") is not None
+                assert weights(fake)[f"{NAME}-engine"] == 0
+                assert status_of(fake, "Progressing") == "True"
+                kubelet.hold.clear()
+                await eventually(lambda: weights(fake) == {f"{NAME}-engine": 100}, what="the route on the new pool")
+                old = [(r, f"{NAME}-{p}") for r in (DEPLOYMENTS, SERVICES) for p in ("spec", "base")]
+                await eventually(lambda: all(fake.get(r, NS, n) is None for r, n in old), what="old pools pruned")
+        print(f"\nstrategy change: longest time with no Ready pool behind the route {sampler.longest_gap:.3f} s "
+              f"({sampler.samples} samples)")  # fmt: skip
+        assert sampler.samples > 20
+        assert sampler.bad_samples == []
+        assert sampler.longest_gap == 0.0
 
 
-async def test_a_422_is_reported_and_changes_nothing_else(fake: FakeApiServer, operator: None, kimi_doc: JSON) -> None:
-    async with background(Kubelet(fake).run()):
+async def test_an_engine_change_rolls_one_pool_at_a_time(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running():
+        kubelet = Kubelet(fake, load_seconds=0.5)
+        sampler = Sampler(fake)
+        async with background(kubelet.run()):
+            await serving(fake, kimi_doc)
+            before = {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)}
+            async with background(sampler.run()):
+                edit(fake, {"engine": {"memFractionStatic": 0.8}})
+
+                def rolled() -> bool:
+                    args = [d["spec"]["template"]["spec"]["containers"][0]["args"] for d in fake.list(DEPLOYMENTS, NS)]
+                    return len(args) == 2 and all(a[a.index("--mem-fraction-static") + 1] == "0.8" for a in args)
+
+                await eventually(rolled, what="both pools rolled")
+                await eventually(lambda: status_of(fake, "Progressing") == "False", what="settled")
+        after = {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)}
+        assert all(after[n] > before[n] for n in before)
+        print(f"\nengine change: longest time with no Ready pool behind the route {sampler.longest_gap:.3f} s, "
+              f"most pools down at once {sampler.max_rolling} ({sampler.samples} samples)")  # fmt: skip
+        assert sampler.samples > 20
+        assert sampler.max_rolling == 1  # never both pools rolling at once
+        assert sampler.bad_samples == []  # the route never weighs a pool without a Ready replica
+        assert sampler.longest_gap == 0.0
+
+
+async def test_a_pre_existing_object_is_not_taken_over(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running():
+        theirs = fake.create(
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{NAME}-spec", "namespace": NS},
+             "spec": {"ports": [{"port": 80}], "selector": {"app": "theirs"}}}
+        )  # fmt: skip
+        async with background(Kubelet(fake).run()):
+            body = copy.deepcopy(kimi_doc)
+            body["metadata"]["namespace"] = NS
+            fake.create(body)
+            degraded = await eventually(
+                lambda: (c := condition(fake, "Degraded")) and c["reason"] == "Conflict" and c, what="Conflict"
+            )
+        assert f"Service/{NAME}-spec" in degraded["message"]
+        now = fake.get(SERVICES, NS, f"{NAME}-spec")
+        assert now is not None and now["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+        assert fake.get(DEPLOYMENTS, NS, f"{NAME}-base") is not None  # the rest is applied
+
+
+async def test_a_422_is_reported_and_changes_nothing_else(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running(), background(Kubelet(fake).run()):
         await serving(fake, kimi_doc)
         versions = {(r, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
                     for r in (DEPLOYMENTS, SERVICES) for o in fake.list(r, NS)}  # fmt: skip
@@ -416,10 +427,8 @@ async def test_without_the_podmonitor_api_only_its_own_condition_says_so(
         await quiet(api)  # and it is not tried again every resync
 
 
-async def test_a_transient_read_error_does_not_flip_the_pool_conditions(
-    fake: FakeApiServer, operator: None, kimi_doc: JSON
-) -> None:
-    async with background(Kubelet(fake).run()):
+async def test_a_transient_read_error_does_not_flip_the_pool_conditions(fake: FakeApiServer, kimi_doc: JSON) -> None:
+    async with running(), background(Kubelet(fake).run()):
         await serving(fake, kimi_doc)
         before = {t: condition(fake, t) for t in ("Ready", "SpeculativePoolReady", "BaselinePoolReady")}
         fake.faults.add("GET", r"/deployments", 500, times=None, message="etcdserver: request timed out")
