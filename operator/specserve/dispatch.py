@@ -51,6 +51,11 @@ def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _split(pools: Mapping[str, bool]) -> bool:
+    """Some pools serve and some do not: weight may sit on a dead one."""
+    return any(pools.values()) and not all(pools.values())
+
+
 def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
     meta = body.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -241,7 +246,14 @@ class Dispatcher:
             forget_render(*Registry.key(body))
             telemetry.forget(*Registry.key(body))
         else:
+            first = self.tracked.get(Registry.key(body)) is None
             self.tracked.update(_plain(body), memo)
+            item = self.tracked.get(Registry.key(body))
+            # Its pools were listed before it (a leader that just started): one dead beside one Ready may be a
+            # loss nobody has acted on yet (pool_changed).
+            deleting = (body.get("metadata") or {}).get("deletionTimestamp")
+            if first and item is not None and not deleting and _split(self.pools.get(Registry.key(body), {})):
+                self._background(self._fail_over(item))
 
     async def pool_changed(self, event: kopf.RawEvent, body: kopf.Body) -> None:
         """A pool's readiness moved, or the pool was deleted: reconcile its owner now, not at the next resync, so
@@ -250,20 +262,33 @@ class Dispatcher:
         SpecServe go with it (garbage collection): its owner is no longer tracked, or is being deleted."""
         meta = body.get("metadata") or {}
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "SpecServe"), None)
-        item = self.tracked.get((str(meta.get("namespace", "")), str(owner["name"]))) if owner else None
-        if item is None or owner is None:
+        if owner is None:
+            return
+        key = (str(meta.get("namespace", "")), str(owner["name"]))
+        name = str(meta.get("name", ""))
+        deleted = event.get("type") == "DELETED"
+        item = self.tracked.get(key)
+        if item is None:
+            # Not tracked (yet): a leader that just started may list the Deployments before the SpecServes. Keep
+            # what it saw, so that the SpecServe's first sight can fail over (track); forget a deleted pool.
+            seen = self.pools.setdefault(key, {})
+            if deleted:
+                seen.pop(name, None)
+            else:
+                seen[name] = read_pool(body).serving
+            if not seen:
+                self.pools.pop(key, None)
             return
         owner_meta = item.body.get("metadata") or {}
         if owner_meta.get("uid") != owner.get("uid"):
             return
-        pools = self.pools.setdefault(Registry.key(item.body), {})
-        name = str(meta.get("name", ""))
+        pools = self.pools.setdefault(key, {})
         known, was = name in pools, pools.get(name, False)
-        pools[name] = now = event.get("type") != "DELETED" and read_pool(body).serving
+        pools[name] = now = not deleted and read_pool(body).serving
         lost = was and not now
         # A leader that just started (or re-listed) has no "before": the first sight of a SpecServe's pools that
         # shows one without a Ready replica beside one with may be a loss nobody has acted on yet.
-        unseen_loss = not known and any(pools.values()) and not all(pools.values())
+        unseen_loss = not known and _split(pools)
         if (lost or unseen_loss) and not owner_meta.get("deletionTimestamp") and not item.memo.get(GONE):
             await self._fail_over(item)  # before anything else, and holding nothing
         # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved
