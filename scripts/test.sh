@@ -45,4 +45,7 @@ promtool test rules tests/rules/specserve-alerts.test.yaml
 
 step "tests"
 bash scripts/sglang-env.sh; . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (set -e: a failed build stops the run)
-pytest -q -p no:cacheprovider "$@"
+# Two workers, each test file on one of them (module fixtures run once): most integration tests wait on the
+# operator, so the machine's two cores overlap them with the CPU-bound unit tests. SPECSERVE_TEST_WORKERS=0: one
+# process.
+pytest -q -p no:cacheprovider -n "${SPECSERVE_TEST_WORKERS:-2}" --dist loadfile "$@"
