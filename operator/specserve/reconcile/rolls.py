@@ -22,6 +22,10 @@ class RollBudget:
             raise ValueError("--max-concurrent-rolls must be at least 1")
         self.limit = limit
         self._rolling: dict[Owner, frozenset[str]] = {}
+        # Pools a plan let roll, until they settle on their new template. Only these keep a slot while their
+        # template is not current: a pool counted only because it was mid-roll (just created, say) and whose
+        # spec then changed must not hold its slot for a template nobody applied (every SpecServe waited).
+        self._started: dict[Owner, frozenset[str]] = {}
         self._waiting: dict[Owner, None] = {}  # SpecServes holding a roll for want of a slot, oldest first
         self._freed = False  # a roll finished since the last wake()
 
@@ -33,7 +37,7 @@ class RollBudget:
         """This SpecServe's rolls still running: pools it let roll that are not yet settled on their new template,
         and pools mid-roll (what an operator restart finds)."""
         desired = {p.name: p for p in world.desired}
-        granted = self._rolling.get(owner, frozenset())
+        granted = self._started.get(owner, frozenset())
         return frozenset(
             name
             for name, live in world.live.items()
@@ -57,6 +61,18 @@ class RollBudget:
             if (live := world.live.get(p.name)) is not None and not live.template_current and p.name not in plan.held
         }
         rolling = self.in_progress(owner, world) | started
+        desired = {p.name: p for p in world.desired}
+        kept = {
+            name
+            for name in self._started.get(owner, frozenset()) | started
+            if (live := world.live.get(name)) is not None
+            and name in desired
+            and not (live.template_current and live.settled(desired[name]))
+        }
+        if kept:
+            self._started[owner] = frozenset(kept)
+        else:
+            self._started.pop(owner, None)
         if rolling:
             self._rolling[owner] = rolling
         else:
@@ -86,6 +102,7 @@ class RollBudget:
 
     def forget(self, owner: Owner) -> None:
         self._rolling.pop(owner, None)
+        self._started.pop(owner, None)
         self._waiting.pop(owner, None)
 
 
