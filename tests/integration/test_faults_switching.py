@@ -69,7 +69,8 @@ async def test_a_restart_whose_pods_never_get_ready_is_rolled_back_and_the_mode_
         (bar,) = switching["barred"]
         assert (bar["mode"], bar["failures"]) == ("Baseline", 1) and "timed out progressing" in bar["reason"]
         assert status(api)["history"][-1] == back
-        assert ("Warning", "Rollback") in events(api)
+        # The loop posts its event after the status write that the wait above saw.
+        await eventually(lambda: ("Warning", "Rollback") in events(api), what="the Rollback warning event")
         await eventually(lambda: speculative_template(api) is True, what="the template rolled back")
         api.set_deployment_ready(NS, engine)
         await eventually(lambda: status(api).get("activeMode") == "Speculative", what="serving speculative again")
@@ -107,7 +108,8 @@ async def test_an_adaptive_rerender_that_does_not_roll_out_is_reverted_and_reren
         switching = status(api)["switching"]
         assert switching["adaptiveCrossover"] == 16 and "servedCrossover" not in switching
         assert [b["mode"] for b in switching["barred"]] == [switching["mode"]]  # Adaptive bars its one mode
-        assert ("Warning", "Rollback") in events(api)
+        # The loop posts its event after the status write that the wait above saw.
+        await eventually(lambda: ("Warning", "Rollback") in events(api), what="the Rollback warning event")
         await eventually(lambda: '"16"' in adaptive_config(api), what="the config of crossover 16 back")
         api.set_deployment_ready(NS, engine)
         # The spec still says 40, but re-rendering is barred: nothing is decided while the bar lasts.
