@@ -25,7 +25,7 @@ from specserve.kube.kinds import Ref
 from specserve.policy.switching import decide
 from specserve.pool_state import read_pool
 from specserve.reconcile import Kube, Outcome, reconcile
-from specserve.reconcile.failover import fail_over
+from specserve.reconcile.failover import fail_over, split
 from specserve.reconcile.rendered import forget as forget_render
 from specserve.reconcile.rolls import RollBudget
 from specserve.resync import ResyncProbe, resync_forever
@@ -49,11 +49,6 @@ def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(json.dumps(dict(body), default=dict))
     (data.get("metadata") or {}).pop("managedFields", None)
     return data
-
-
-def _split(pools: Mapping[str, bool]) -> bool:
-    """Some pools serve and some do not: weight may sit on a dead one."""
-    return any(pools.values()) and not all(pools.values())
 
 
 def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
@@ -252,7 +247,7 @@ class Dispatcher:
             # Its pools were listed before it (a leader that just started): one dead beside one Ready may be a
             # loss nobody has acted on yet (pool_changed).
             deleting = (body.get("metadata") or {}).get("deletionTimestamp")
-            if first and item is not None and not deleting and _split(self.pools.get(Registry.key(body), {})):
+            if first and item is not None and not deleting and split(self.pools.get(Registry.key(body), {})):
                 self._background(self._fail_over(item))
 
     async def pool_changed(self, event: kopf.RawEvent, body: kopf.Body) -> None:
@@ -288,7 +283,7 @@ class Dispatcher:
         lost = was and not now
         # A leader that just started (or re-listed) has no "before": the first sight of a SpecServe's pools that
         # shows one without a Ready replica beside one with may be a loss nobody has acted on yet.
-        unseen_loss = not known and _split(pools)
+        unseen_loss = not known and split(pools)
         if (lost or unseen_loss) and not owner_meta.get("deletionTimestamp") and not item.memo.get(GONE):
             await self._fail_over(item)  # before anything else, and holding nothing
         # A listing (the operator's start, a re-list after a watch gap) reports every pool: only those that moved

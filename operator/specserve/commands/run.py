@@ -22,6 +22,7 @@ from specserve.api.install_policy import InstallPolicy
 from specserve.config import LeaderElection, OperatorConfig, kopf_settings
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.lease import LeaseElector
+from specserve.reconcile.failover import fail_over_everywhere
 from specserve.slots import MEMO_KEY, Slots
 
 log = logging.getLogger("specserve")
@@ -218,13 +219,15 @@ async def serve(
         stopped = asyncio.ensure_future(external.wait())
         holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
         guard = asyncio.create_task(_guard(stopped, holding, lost, stop, kube, on_lost), name="specserve stop guard")
+        # Traffic first: pools that died while no leader acted, before kopf has even discovered the API.
+        first = asyncio.create_task(fail_over_everywhere(kube, config.namespaces or (None,)), name="first failover")
         try:
             await _operate(config, kube, stop)
         except asyncio.CancelledError:
             if not stop.is_set():
                 raise  # a cancellation from outside, not kopf's own way of ending after the stop flag
         finally:
-            for task in (guard, stopped, holding):
+            for task in (guard, stopped, holding, first):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await guard

@@ -272,16 +272,19 @@ class KubeClient:
         # Filter again on our side too: a selector is a request, the labels are the truth.
         return [i for i in items if labels.items() <= (i.get("metadata", {}).get("labels") or {}).items()]
 
-    async def list_labelled(self, kind: Kind, namespace: str, label: str) -> builtins.list[JSON]:
-        """Every object of `kind` in `namespace` that carries `label` (any value): one LIST for many SpecServes."""
+    async def list_labelled(self, kind: Kind, namespace: str | None, label: str | None) -> builtins.list[JSON]:
+        """Every object of `kind` in `namespace` (None: every namespace) that carries `label` (any value; None:
+        every object): one LIST for many SpecServes. Each item with its apiVersion and kind (a LIST leaves them
+        out)."""
         path = kind.collection_path(namespace)
-        status, data = await self._read(path, query={"labelSelector": label})
+        status, data = await self._read(path, query={"labelSelector": label} if label else None)
         if status == 404:
             return []  # the kind is not installed
         if status >= 300:
             raise self._fail("GET", path, status, data)
         items = self._object("GET", path, status, data).get("items") or []
-        return [i for i in items if label in ((i.get("metadata") or {}).get("labels") or {})]
+        kept = [i for i in items if label is None or label in ((i.get("metadata") or {}).get("labels") or {})]
+        return [{"apiVersion": kind.api_version, "kind": kind.kind, **i} for i in kept]
 
     async def apply(self, manifest: JSON, field_manager: str = FIELD_MANAGER) -> JSON:
         """Server-side apply as `field_manager` (the `specserve` manager unless a handover needs another), taking

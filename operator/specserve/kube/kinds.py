@@ -17,8 +17,11 @@ class Kind:
     def group(self) -> str:
         return self.api_version.rpartition("/")[0]
 
-    def collection_path(self, namespace: str) -> str:
+    def collection_path(self, namespace: str | None) -> str:
+        """The objects of one namespace, or of every namespace (None)."""
         prefix = "/api" if not self.group else "/apis"
+        if namespace is None:
+            return f"{prefix}/{self.api_version}/{self.plural}"
         return f"{prefix}/{self.api_version}/namespaces/{namespace}/{self.plural}"
 
     def object_path(self, namespace: str, name: str) -> str:

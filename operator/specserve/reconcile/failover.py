@@ -10,14 +10,17 @@ move from what the Deployment watch delivered, and applies the route with the re
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Set
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from typing import Any, Protocol
 
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.drift import with_applied_hash
-from specserve.kube.kinds import HTTPROUTE, Ref
+from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, SPECSERVE, Kind, Ref
+from specserve.layout import LABEL_INSTANCE
+from specserve.pool_state import read_pool
 from specserve.reconcile.apply import Kube, owned_by
 from specserve.reconcile.core import previous_status
 from specserve.reconcile.intent import JSON, route_backends, with_route_weights
@@ -58,18 +61,20 @@ async def fail_over(
     serving: Set[str],
     known: Set[str],
     before_write: Callable[[], Awaitable[None] | None] = lambda: None,
+    listed: JSON | None = None,
 ) -> tuple[tuple[str, int], ...] | None:
     """Move the live route's weight off the pools in `known` but not in `serving` (the watch's view), onto the
     Ready ones. `before_write` runs right before each route write (the dispatcher cancels the in-flight pass
-    there: its world is older than this move). The weights written, or None when nothing was written."""
+    there: its world is older than this move). `listed`: the route as a LIST just returned it, for the first
+    attempt instead of a read. The weights written, or None when nothing was written."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     rendered = rendered_route(body)
     if rendered is None:
         return None
-    for _ in range(ATTEMPTS):
+    for attempt in range(ATTEMPTS):
         try:
-            live = await kube.get(HTTPROUTE, namespace, name)
+            live = listed if attempt == 0 and listed is not None else await kube.get(HTTPROUTE, namespace, name)
         except KubeError as exc:
             log.warning("failover of %s/%s: reading the HTTPRoute failed: %s", namespace, name, exc)
             return None
@@ -90,3 +95,64 @@ async def fail_over(
             return None
         return weights
     return None
+
+
+def split(pools: Mapping[str, bool]) -> bool:
+    """Some pools serve and some do not: weight may sit on a dead one."""
+    return any(pools.values()) and not all(pools.values())
+
+
+class Lister(Kube, Protocol):
+    async def list_labelled(self, kind: Kind, namespace: str | None, label: str | None) -> list[JSON]: ...
+
+
+async def fail_over_everywhere(kube: Lister, namespaces: Iterable[str | None]) -> int:
+    """A leader's first act: weight off every pool that lost its last Ready replica while no leader acted (the
+    old one died, or its Lease lapsed), in two round trips: the SpecServes, their Deployments and their routes
+    listed at once, then the route writes at once. kopf's own start (API discovery, a watch per kind, then the
+    first-sight failover's read of the route) took five under a slow API server; controller-runtime's standbys
+    keep warm caches for the same reason. The number of routes written; a failed LIST skips its scope (kopf's
+    first sight of each pool fails over the slower way)."""
+
+    async def scope(namespace: str | None) -> list[Awaitable[Any]]:
+        try:
+            owners, pools, routes = await asyncio.gather(
+                kube.list_labelled(SPECSERVE, namespace, None),
+                kube.list_labelled(DEPLOYMENT, namespace, LABEL_INSTANCE),
+                kube.list_labelled(HTTPROUTE, namespace, LABEL_INSTANCE),
+            )
+        except KubeError as exc:
+            log.warning("failover at start: listing %s failed: %s", namespace or "every namespace", exc)
+            return []
+        return [
+            fail_over(kube, body, frozenset(n for n, ready in seen.items() if ready), frozenset(seen), listed=route)
+            for body, seen, route in _split_owners(owners, pools, routes)
+        ]
+
+    moves = [move for moves in await asyncio.gather(*(scope(n) for n in namespaces)) for move in moves]
+    moved = [weights for weights in await asyncio.gather(*moves) if weights is not None]
+    if moved:
+        log.info("failover at start: %d routes moved off pools without a Ready replica", len(moved))
+    return len(moved)
+
+
+def _split_owners(
+    owners: list[JSON], pools: list[JSON], routes: list[JSON]
+) -> Iterable[tuple[JSON, dict[str, bool], JSON]]:
+    """(SpecServe, whether each of its pools serves, its live route) for each SpecServe with a pool that serves
+    beside one that does not (owner references by uid: a pool or route of its name owned by another is not ours)."""
+    by_uid: dict[str, dict[str, bool]] = {}
+    for pool in pools:
+        for uid in _owners(pool):
+            by_uid.setdefault(uid, {})[str(pool["metadata"].get("name"))] = read_pool(pool).serving
+    route_by_uid = {uid: route for route in routes for uid in _owners(route)}
+    for body in owners:
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid"))
+        seen, route = by_uid.get(uid, {}), route_by_uid.get(uid)
+        if route is not None and split(seen) and not meta.get("deletionTimestamp"):
+            yield body, seen, route
+
+
+def _owners(obj: JSON) -> list[str]:
+    return [str(ref.get("uid")) for ref in (obj.get("metadata") or {}).get("ownerReferences") or []]
