@@ -145,6 +145,7 @@ def test_server_still_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str
         (["--levels", ""], "--levels is empty"),
         (["--levels", "1,-2"], "concurrency must be >= 1"),
         (["--max-tokens", "0"], "--max-tokens must be >= 1"),
+        (["--levels", "1,24", "--requests", "12"], "--requests (12) is below the largest level (24)"),
         (["--repeats", "4", "--max-repeats", "2"], "--max-repeats (2) must be >= --repeats (4)"),
         (["--ci-target", "1.5"], "--ci-target must be in [0, 1)"),
         (["--prompts", "/nonexistent/prompts.txt"], "cannot read the prompt file"),

@@ -93,6 +93,13 @@ def _check_args(args: argparse.Namespace) -> SweepPlan:
     ):
         if value is not None and value < least:
             raise ValueError(f"{flag} must be >= {least}, got {value}")
+    top = max(levels)
+    if args.requests is not None and args.requests < top:
+        # A window shorter than one wave of completions closes inside a burst of them (samples of 3x the rate).
+        raise ValueError(
+            f"--requests ({args.requests}) is below the largest level ({top}): a window must hold at least one "
+            f"completion per stream; pass --requests {top} or more, or leave it out (2 x the level)"
+        )
     for flag, fvalue in (
         ("--time-scale", args.time_scale),
         ("--request-timeout", args.request_timeout),
