@@ -9,10 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
 
 from specserve.api.validation import parse_object
-from specserve.kube.client import ClientOptions, KubeClient
+from specserve.kube.client import KubeClient
 from specserve.reconcile.core import previous_status
 from specserve.reconcile.failover import fail_over_everywhere
 from specserve.reconcile.rendered import remembered_render
@@ -28,15 +27,6 @@ SPEC, BASE = f"{NAME}-spec", f"{NAME}-base"
 async def fake() -> AsyncIterator[FakeApiServer]:
     async with FakeApiServer() as api:
         yield api
-
-
-@pytest.fixture()
-async def kube(fake: FakeApiServer) -> AsyncIterator[KubeClient]:
-    configuration = k8s.Configuration()
-    configuration.host = fake.url
-    client = KubeClient(configuration, ClientOptions(request_timeout=5, attempts=2, backoff_base=0.01))
-    yield client
-    await client.close()
 
 
 def deploy(api: FakeApiServer, doc: JSON, namespace: str, *, conflict: bool = False) -> None:

@@ -9,10 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
 
 from specserve.api.validation import parse_object
-from specserve.kube.client import ClientOptions, KubeClient
+from specserve.kube.client import KubeClient
 from specserve.kube.kinds import SPECSERVE
 from specserve.metrics.signal import Reading
 from specserve.policy.knobs import knobs_from_spec
@@ -34,15 +33,6 @@ async def fake(kimi_doc: dict[str, Any]) -> AsyncIterator[FakeApiServer]:
         body["metadata"] = {"name": NAME, "namespace": NS}
         api.create(body)
         yield api
-
-
-@pytest.fixture()
-async def kube(fake: FakeApiServer) -> AsyncIterator[KubeClient]:
-    configuration = k8s.Configuration()
-    configuration.host = fake.url
-    client = KubeClient(configuration, ClientOptions(request_timeout=5, attempts=2, backoff_base=0.01))
-    yield client
-    await client.close()
 
 
 def reading(demand: float, now: float) -> Reading:
