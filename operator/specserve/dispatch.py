@@ -20,7 +20,7 @@ from specserve.api.conditions import INVALID_SPEC, READY
 from specserve.api.models import ConditionStatus
 from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
-from specserve.kube.client import KubeError
+from specserve.kube.client import KubeClient, KubeError
 from specserve.kube.kinds import Ref
 from specserve.policy.switching import decide
 from specserve.pool_state import read_pool
@@ -90,6 +90,7 @@ class Dispatcher:
         # (namespace, SpecServe) -> pool -> has a Ready replica, as the Deployment watch last delivered it: what the
         # failover fast path reads instead of listing.
         self.pools: dict[tuple[str, str], dict[str, bool]] = {}
+        self._lane: KubeClient | None = None  # the failover's own connections (KubeClient.lane), while running
 
     async def _reconcile_latest(
         self, body: Mapping[str, Any], memo: MutableMapping[str, Any], kube: Kube
@@ -144,9 +145,8 @@ class Dispatcher:
         lock: asyncio.Lock = item.memo.setdefault(FAILOVER, asyncio.Lock())
         async with lock:
             try:
-                moved = await fail_over(
-                    item.memo["kube"], item.body, serving, frozenset(pools), lambda: self._supersede(item.memo)
-                )
+                kube = self._lane or item.memo["kube"]
+                moved = await fail_over(kube, item.body, serving, frozenset(pools), lambda: self._supersede(item.memo))
             except KubeError as exc:  # the full pass that follows tries again
                 log.warning("failover of %s/%s failed: %s", *key, exc)
                 return
@@ -298,7 +298,9 @@ class Dispatcher:
             self._background(self._reconcile_for_pool(item))
 
     async def start(self, memo: kopf.Memo) -> None:
-        """The switching loop and the resync loop, beside kopf."""
+        """The switching loop and the resync loop, beside kopf; the failover's connections."""
+        lane = getattr(memo["kube"], "lane", None)  # a KubeClient (tests may hand in a stand-in)
+        self._lane = lane() if lane is not None else None
         sources = Sources()
 
         async def trigger(item: Tracked) -> None:
@@ -339,3 +341,6 @@ class Dispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await sources.close()
+        lane, self._lane = self._lane, None  # a failover from now on goes through the shared client
+        if lane is not None:
+            await lane.close()

@@ -18,7 +18,7 @@ from aiohttp import web
 from kubernetes import client as k8s
 
 from specserve.kube import client as client_module
-from specserve.kube.client import ClientOptions, KubeClient, KubeError
+from specserve.kube.client import ClientOptions, FencedError, KubeClient, KubeError
 from specserve.kube.kinds import DEPLOYMENT, SPECSERVE
 
 Reply = Callable[[web.Request], Any]
@@ -461,3 +461,31 @@ async def test_tls_refuses_a_server_the_ca_did_not_sign(tls_server: str, pki: Pa
     finally:
         await kube.close()
     assert caught.value.status == 0 and "certificate" in str(caught.value).lower()
+
+
+async def test_a_lane_has_its_own_connections_and_the_same_write_fence(server: Server) -> None:
+    """The failover's lane never queues behind calls that hold every connection of the shared client, and
+    writes nothing the shared client's fence would refuse, as the fence changes."""
+    busy = SPECSERVE.object_path("llm", "busy")
+    server.scripted.script(busy, slow(3600, ok()))
+    server.scripted.script(DEPLOY_PATH, ok({"metadata": {"name": "web"}}))
+    kube = server.client(ClientOptions(connection_limit=2, request_timeout=3600.0, attempts=1))
+    leading = True
+    kube.fence(lambda: leading)
+    lane = kube.lane()
+    holding = [asyncio.create_task(kube.get(SPECSERVE, "llm", "busy")) for _ in range(2)]
+    try:
+        await asyncio.sleep(0.2)  # both connections of the shared pool are held
+        queued = asyncio.create_task(kube.get(DEPLOYMENT, "llm", "web"))
+        assert await asyncio.wait_for(lane.get(DEPLOYMENT, "llm", "web"), timeout=5) is not None
+        assert not queued.done(), "the shared client had a free connection: the test proves nothing"
+        leading = False
+        with pytest.raises(FencedError):
+            await lane.delete(DEPLOYMENT, "llm", "web")
+        queued.cancel()
+    finally:
+        for task in holding:
+            task.cancel()
+        await asyncio.gather(*holding, return_exceptions=True)
+        await kube.close()
+        await lane.close()

@@ -114,6 +114,14 @@ class KubeClient:
         moment: the leader's writes stop the instant its Lease lapses, whichever loop or handler issues them."""
         self._may_write = may_write
 
+    def lane(self) -> KubeClient:
+        """A client with the same credentials, options and write fence (now and as it changes), and connections of
+        its own: the calls that must not wait (the failover fast path) never queue in this client's pool, which the
+        bulk of the traffic can hold whole (each reconcile slot's pass lists seven kinds at once)."""
+        other = KubeClient(self._configuration, self._options)
+        other.fence(lambda: self._may_write is None or self._may_write())
+        return other
+
     def sibling(self) -> KubeClient:
         """A client with the same credentials and options, its own connections, and no fence (the Lease's own
         writes must go out while the fence is closed; client-go's leader election has its own client too)."""
