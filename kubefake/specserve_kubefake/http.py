@@ -119,6 +119,18 @@ def _fault_view(record: RecordedRequest, target: ResourcePath | JSON | None) -> 
                         name, target.subresource)  # fmt: skip
 
 
+async def _hang(closed: asyncio.Event, http: aiohttp.web.Request) -> None:
+    """Until the server stops or the client gives up (its timeout, a cancelled call): a real API server ends a
+    request's work when its client disconnects, so the call is answered (recorded as finished) then."""
+    with contextlib.suppress(asyncio.CancelledError):
+        while not closed.is_set():
+            transport = http.transport
+            if transport is None or transport.is_closing():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closed.wait(), timeout=0.05)
+
+
 async def _next(watch: Watch) -> Event | None:
     return await watch.queue.get()
 
@@ -140,7 +152,7 @@ class Handler:
             if isinstance(target, ResourcePath):
                 record.resource, record.group, record.plural = target.rt.key, target.rt.group, target.rt.plural
                 record.namespace, record.name, record.subresource = target.namespace, target.name, target.subresource
-            response = await self._faulted(_fault_view(record, target)) if self.faults.rules else None
+            response = await self._faulted(_fault_view(record, target), request) if self.faults.rules else None
             if response is None:
                 response = await self._dispatch(request, record, target)
         except ApiError as exc:
@@ -149,14 +161,13 @@ class Handler:
         record.finished = time.monotonic()
         return response
 
-    async def _faulted(self, request: FaultRequest) -> aiohttp.web.StreamResponse | None:
+    async def _faulted(self, request: FaultRequest, http: aiohttp.web.Request) -> aiohttp.web.StreamResponse | None:
         fault = self.faults.take(request)
         if fault is None:
             return None
         if fault.hang:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.store.hub.closed.wait()
-            raise ApiError(503, "ServiceUnavailable", "the fake API server is shutting down")
+            await _hang(self.store.hub.closed, http)
+            raise ApiError(503, "ServiceUnavailable", "the fake API server is shutting down, or the client left")
         if fault.delay:
             await asyncio.sleep(fault.delay)
         if fault.status is None:

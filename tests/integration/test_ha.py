@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -263,3 +267,67 @@ async def test_a_hung_api_call_fails_that_reconcile_only(fake: ThreadedFake, kim
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=30)
+
+
+async def test_a_stopping_leader_hands_the_lease_over_while_a_call_still_hangs(
+    fake: ThreadedFake, kimi_doc: dict[str, Any]
+) -> None:
+    """A stop (`specserve run` makes SIGTERM the same stop) hands the Lease over first: kopf's orderly shutdown
+    waits for the handlers in progress, nothing acts meanwhile, so a standby must not wait for it to end."""
+    fake.add_fault(method="PATCH", path=r"/deployments/stuck-", hang=True, times=None)
+    stop = asyncio.Event()
+    kube = KubeClient.from_environment(ClientOptions(request_timeout=30, attempts=1))
+    task = asyncio.create_task(serve(lease_config("pod-a"), kube, stop_flag=stop))
+
+    def holder() -> str | None:
+        lease = fake.get(LEASES, "specserve-system", "specserve-operator") or {}
+        return (lease.get("spec") or {}).get("holderIdentity")
+
+    def hanging() -> bool:
+        return any(r.method == "PATCH" and "/deployments/stuck-" in r.path and not r.finished for r in fake.requests)
+
+    try:
+        fake.create(seeded(kimi_doc, "stuck"))
+        await eventually(lambda: holder() == "pod-a" and hanging(), what="a leader's reconcile hung on an apply")
+        stop.set()
+        await eventually(lambda: not holder(), timeout=5, what="the Lease handed over")
+        assert hanging() and not task.done(), "the shutdown was over first: this proves nothing"
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=60)
+
+
+async def test_sigterm_hands_the_lease_over_before_kopf_has_shut_down(
+    fake: ThreadedFake, kimi_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    """`specserve run --leader-elect` as a process, as a rolling update of the operator stops it: SIGTERM hands
+    the Lease over while a handler's call still hangs (kopf cancels such handlers only after its exit timeout,
+    and the fake answers a hung call when its client gives up), and the process then ends cleanly."""
+    fake.add_fault(method="PATCH", path=r"/deployments/stuck-", hang=True, times=None)
+    args = ["run", "-n", NS, "--leader-elect", "--leader-election-namespace", "specserve-system",
+            "--lease-seconds", "3", "--api-timeout-seconds", "30", "--log-level", "warning"]  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig"), "POD_NAME": "pod-a"}
+    code = "import sys; from specserve.cli import main; sys.exit(main())"
+    process = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE)
+
+    def holder() -> str | None:
+        lease = fake.get(LEASES, "specserve-system", "specserve-operator") or {}
+        return (lease.get("spec") or {}).get("holderIdentity")
+
+    def hanging() -> bool:
+        return any(r.method == "PATCH" and "/deployments/stuck-" in r.path and not r.finished for r in fake.requests)
+
+    try:
+        fake.create(seeded(kimi_doc, "stuck"))
+        await eventually(lambda: holder() == "pod-a" and hanging(), timeout=60, what="the leader's apply hung")
+        process.send_signal(signal.SIGTERM)
+        await eventually(lambda: not holder(), timeout=5, what="the Lease handed over")
+        assert hanging(), "kopf cancelled the hung handler before the Lease was handed over"
+        code_ = await asyncio.to_thread(process.wait, 60)
+        assert code_ == 0, process.stderr.read().decode() if process.stderr else ""
+        assert not hanging()  # the call ended when the process gave it up
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -141,9 +142,24 @@ def client_options(config: OperatorConfig) -> ClientOptions:
     )
 
 
-def build_registry(config: OperatorConfig, stop: asyncio.Event | None = None) -> kopf.OperatorRegistry:
+def build_registry(
+    config: OperatorConfig, stop: asyncio.Event | None = None, signals_to: asyncio.Event | None = None
+) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, config)
+    if signals_to is not None:
+
+        @kopf.on.startup(registry=registry)
+        async def hand_over_on_signals(**_: Any) -> None:
+            # SIGTERM and SIGINT stop the operator as a caller's stop does (serve's `stop_flag`): the Lease is
+            # handed over first, then kopf shuts down. kopf's own handlers (installed as it started, replaced
+            # here) stop it first, and its orderly shutdown waits for the handlers in progress: a SIGTERMed
+            # leader kept the Lease for up to 37 s under a slow API (the soak) while acting no more.
+            # Soon, not now: kopf installs its own once its tasks (this one among them) have had a first step.
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.call_soon(loop.add_signal_handler, sig, signals_to.set)
+
     if stop is not None:
 
         @kopf.on.cleanup(registry=registry)
@@ -154,9 +170,11 @@ def build_registry(config: OperatorConfig, stop: asyncio.Event | None = None) ->
     return registry
 
 
-async def _operate(config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event) -> None:
+async def _operate(
+    config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event, signals_to: asyncio.Event | None
+) -> None:
     await kopf.operator(
-        registry=build_registry(config, stop_flag),
+        registry=build_registry(config, stop_flag, signals_to),
         settings=kopf_settings(config),
         standalone=True,  # no kopf peering (it needs its own CRDs): the Lease keeps replicas apart
         clusterwide=config.clusterwide,
@@ -196,9 +214,12 @@ async def serve(
     kube: KubeClient,
     stop_flag: asyncio.Event | None = None,
     on_lost: Callable[[], None] | None = None,
+    signals: bool = False,
 ) -> None:
-    """Run the operator until `stop_flag` is set (or a signal). With leader election, wait for the lease first
-    and raise LeadershipLostError after stopping when it is lost. Closes `kube`'s connections at the end.
+    """Run the operator until `stop_flag` is set (or, with `signals`, SIGTERM or SIGINT: the same stop). With
+    leader election, wait for the lease first, hand it over the moment a stop begins (kopf's orderly shutdown may
+    take long: nothing acts meanwhile, so a standby should), and raise LeadershipLostError after stopping when it
+    is lost. Closes `kube`'s connections at the end.
 
     While leading, `kube` is fenced by the lease (KubeClient.fence): no write leaves this process once the lease
     lapsed or went to another replica, whatever is still running. `on_lost` is called the moment the loss is
@@ -218,11 +239,14 @@ async def serve(
         # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
         stopped = asyncio.ensure_future(external.wait())
         holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
-        guard = asyncio.create_task(_guard(stopped, holding, lost, stop, kube, on_lost), name="specserve stop guard")
+        hand_over = elector.release if elector is not None else None
+        guard = asyncio.create_task(
+            _guard(stopped, holding, lost, stop, kube, on_lost, hand_over), name="specserve stop guard"
+        )
         # Traffic first: pools that died while no leader acted, before kopf has even discovered the API.
         first = asyncio.create_task(fail_over_everywhere(kube, config.namespaces or (None,)), name="first failover")
         try:
-            await _operate(config, kube, stop)
+            await _operate(config, kube, stop, external if signals else None)
         except asyncio.CancelledError:
             if not stop.is_set():
                 raise  # a cancellation from outside, not kopf's own way of ending after the stop flag
@@ -249,10 +273,12 @@ async def _guard(
     stop: asyncio.Event,
     kube: KubeClient,
     on_lost: Callable[[], None] | None,
+    hand_over: Callable[[], Awaitable[None]] | None,
 ) -> None:
     """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too).
     On a loss, drop the client's connections at once: requests still in flight (sent before the fence closed)
-    are cut instead of running to their timeout."""
+    are cut instead of running to their timeout. On a stop, `hand_over` the lease first (its release closes the
+    write fence at once), as controller-runtime's LeaderElectionReleaseOnCancel does."""
     try:
         await asyncio.wait([stopped, holding], return_when=asyncio.FIRST_COMPLETED)
         if holding.done() and not stopped.done():
@@ -260,6 +286,9 @@ async def _guard(
             if on_lost is not None:
                 on_lost()
             await kube.close()
+        elif hand_over is not None:
+            holding.cancel()  # no renewal may race the release
+            await hand_over()
     finally:
         stopped.cancel()
         holding.cancel()
@@ -296,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot load Kubernetes credentials: %s", exc)
         return 2
     try:
-        asyncio.run(serve(config, kube, on_lost=_exit_after(EXIT_GRACE_SECONDS)))
+        asyncio.run(serve(config, kube, on_lost=_exit_after(EXIT_GRACE_SECONDS), signals=True))
     except asyncio.CancelledError:
         pass  # kopf's way of ending after a signal, as kopf.run() treats it
     except LeadershipLostError as exc:
