@@ -27,7 +27,17 @@ from dataclasses import replace
 from specserve.api.models import Mode, Weights
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.step import Step, hold
-from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, Sample
+from specserve.policy.trim import (
+    TRIM_LOSS,
+    TRIM_REACH,
+    TRIM_SETTLE,
+    heading,
+    observe,
+    passes_best,
+    shortfall,
+    trim_weight,
+)
+from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, PoolSignal, Sample
 from specserve.policy.weights import MODE_GAIN, crossing_gain, weight_band
 
 SPLIT_POINT = 50  # speculative weight at and above which the speculative pool is the dominant mode
@@ -112,6 +122,70 @@ def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, n
     return new_spec, ""
 
 
+def in_flight(signal: PoolSignal | None) -> float | None:
+    """A pool's observed requests in flight (running + queued); None: not observed."""
+    if signal is None or signal.running is None:
+        return None
+    return signal.running + (signal.queued or 0.0)
+
+
+def trim(
+    knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sample, band: tuple[int, int], where: str
+) -> Step | None:
+    """The closed-loop trim (trim.py) while the weights are within TRIM_REACH of the dead band; None: the open-loop
+    rules decide (the weights further out, a pool not observed, a best split or band on one pool only, or a step
+    that would cross the 50/50 line)."""
+    now = sample.time
+    n_s, n_b = ready(knobs, sample)
+    w = current_weights(state)
+    lo, hi = band[0] - TRIM_REACH, band[1] + TRIM_REACH
+    if band[0] <= 0 or band[1] >= 100 or not 0 < w.speculative < 100 or not lo <= w.speculative <= hi:
+        return None
+    c_s, c_b = in_flight(sample.speculative), in_flight(sample.baseline)
+    if c_s is None or c_b is None:
+        return None
+    seen = observe(curves, c_s, c_b, n_s, n_b, knobs.tpot_slo)
+    if seen is None:
+        return None
+    held = replace(state, pending=None)
+    loads = (
+        f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight, the best split {seen.best.speculative:.1f}/"
+        f"{seen.best.baseline:.1f} ({seen.loss * 100:.2f} % more)"
+    )
+    if seen.loss <= TRIM_LOSS:
+        return hold(held, f"{loads}: within {TRIM_LOSS * 100:g} %: weights {show(w)} stay")
+    goes = heading(curves, w.speculative, c_s, c_s + c_b, n_s, n_b, knobs.tpot_slo)
+    if passes_best(goes, seen):
+        return hold(held, f"{loads}: the requests are on their way through it: weights {show(w)} stay")
+    if shortfall(goes, seen.best, knobs.tpot_slo) <= TRIM_LOSS:
+        return hold(
+            held,
+            f"{loads}: they settle at {goes.speculative:.1f} in flight, within {TRIM_LOSS * 100:g} %: "
+            f"weights {show(w)} stay",
+        )
+    age = now - state.last_switch if state.last_switch is not None else None
+    settle = TRIM_SETTLE * knobs.evaluation_interval
+    if age is not None and age < settle:
+        return hold(held, f"{loads}: weights {show(w)} set {age:.0f} s ago, reading them for {settle:.0f} s first")
+    if dominant(weights_of(w.speculative + seen.direction)) is not dominant(w):
+        return None
+    # the trim stays on the dominant pool's side of the 50/50 line and never empties a pool
+    side = (SPLIT_POINT, 99) if dominant(w) is Mode.SPECULATIVE else (1, SPLIT_POINT - 1)
+    reach = (max(lo, side[0]), min(hi, side[1]))
+    new_spec = trim_weight(curves, w.speculative, seen, reach, n_s, n_b, knobs.tpot_slo)
+    if new_spec is None:
+        return hold(held, f"{loads}: no weight in the trim's reach ({reach[0]}-{reach[1]}) does better: holding")
+    new = weights_of(new_spec)
+    return Step(
+        held=held,
+        action=Action.SET_WEIGHTS,
+        reason=f"{loads}: trim towards it: weights {show(w)} -> {show(new)}",
+        changed=moved(held, new, now),
+        mode=dominant(new),
+        weights=new,
+    )
+
+
 def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
     now = sample.time
     n_s, n_b = ready(knobs, sample)
@@ -131,6 +205,10 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     # a move under way goes on to its target: the band decides when to start moving, not where to stop
     under_way = state.pending is not None and state.pending.kind is PendingKind.MOVING
     moving = same_way and under_way and target.speculative != w.speculative
+    if not moving:
+        trimmed = trim(knobs, curves, state, sample, (lo, hi), where)
+        if trimmed is not None:
+            return trimmed
     if lo <= w.speculative <= hi and not moving:
         band = f"{lo}-{hi}" if lo != hi else f"{lo}"
         return hold(
