@@ -8,24 +8,30 @@ several requests short. The robust weights then lean towards the cheap side and 
 for as long as the load lasts.
 
 The trim closes the loop on what the pools report: the requests in flight per pool (running + queued, smoothed
-over the query window). Near the band's weights it moves the speculative weight one point at a time towards the
-split that serves the most, and only when all of this holds:
+over the query window). Within TRIM_REACH points of the dead band it moves the speculative weight towards the
+split that serves the most (to the nearest weight from which the requests get there: `trim_weight`), and only
+when all of this holds (traffic.trim checks them in this order):
 
 - both pools have Ready replicas and both are observed, the best split for the observed demand is mixed and so
   are the weights (the trim never empties a pool, never crosses the 50/50 line: min dwell and weights.MODE_GAIN
   keep deciding the dominant pool);
+- the best split is bounded by the curves, not by the TPOT SLO (`Observed.on_slo_edge`): past an SLO edge every
+  request on the pool turns late, a cliff the open-loop weights keep their distance from;
+- the open-loop target cannot hold the best split: at its worst settling point (weights.settle) it serves more
+  than TRIM_LOSS less than the best split of the observed demand. Where it can, the dead band and the windows
+  decide, and demand wandering inside the band writes nothing;
 - the observed split serves more than TRIM_LOSS less than the best split for the same demand (at the curves:
-  goodput, then tokens/s): a split the band's weights already hold well is left alone, so weights that settle
-  within a point of the best split do not chatter between two neighbours;
-- the requests are not already moving the right way: at the observed loads the current weights' arrivals exceed
-  (or fall short of) what the pool completes in the direction of the best split (weights.py's h(c) > 0 below
-  it, < 0 above it). A step already made shows in the gauges before the next one is taken;
+  goodput, then tokens/s), so weights that settle within a point of the best split do not chatter;
+- the requests, left alone under the current weights, would not pass the best split on their way to where they
+  settle (`heading`: weights.py's h(c) followed from the observed loads), or would settle more than TRIM_LOSS
+  short of it. A step already made is given time to show;
 - the last weight change is at least TRIM_SETTLE evaluation intervals old: the gauges are averaged over about
   two intervals (metrics.promql.Windows), so a reading after that is of the weights now in force.
 
 Where the best split sits on an edge, this holds it by alternating between the two weights around it: one lets
-the pool fill up to the edge, the other lets it drain back, each kept until the split loses TRIM_LOSS again. The
-weights stay within TRIM_REACH points of the dead band; further out the open-loop rules (traffic.py) decide.
+the pool fill up to the edge, the other lets it drain back, each kept until the split loses TRIM_LOSS again
+(on illustrative-crossover-8b at 180 in flight: 46/54 and 47/53, about one write a minute). Further than
+TRIM_REACH from the band, the open-loop rules (traffic.py) decide.
 """
 
 from __future__ import annotations
@@ -33,11 +39,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specserve.policy.curves import ModeCurves
-from specserve.policy.split import Split, best_split, kinks, served
+from specserve.policy.split import SLO_MARGIN, Split, best_split, kinks, served
 
 TRIM_LOSS = 0.0025  # relative: what the observed split may serve less than the best one before the trim acts
 TRIM_REACH = 3  # points beyond the dead band the trim may take the speculative weight
 TRIM_SETTLE = 2  # evaluation intervals after a weight change before the trim reads the pools again
+EDGE = 1e-6  # relative: closer than this to the planned TPOT limit (or goodput below tokens/s) is on the edge
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,23 @@ class Observed:
     def direction(self) -> int:
         """+1: the speculative pool holds too few requests (raise its weight); -1: too many."""
         return 1 if self.split.speculative < self.best.speculative else -1
+
+    def on_slo_edge(self, slo: float | None) -> bool:
+        """Whether the best split is bounded by the TPOT SLO rather than by the curves: it fills a pool up to its
+        SLO (planned at SLO_MARGIN of it), or leaves tokens over the SLO (overload: one pool filled up to it, the
+        excess late elsewhere). Past that edge every request on the pool turns late: a cliff, not a slope. The
+        loads wander around any point held, and a trim towards or away from the edge leaves the weights where
+        the open-loop windows hold them, so the open-loop weights, which keep their distance, decide there."""
+        if slo is None:
+            return False
+        best = self.best
+        if best.goodput < best.tokens_per_second * (1 - EDGE):
+            return True
+        limit = slo * SLO_MARGIN * (1 - EDGE)
+        return any(
+            tps > 0 and load / tps >= limit
+            for load, tps in ((best.speculative, best.speculative_tps), (best.baseline, best.baseline_tps))
+        )
 
 
 def shortfall(split: Split, best: Split, slo: float | None) -> float:
