@@ -3,19 +3,24 @@
 In order, per evaluation:
 1. failover (before anything else, see `failover`): no weight on a pool without a Ready replica, at once;
    the target: the weights that hold the best split (split.py) robustly (weights.py);
-2. dead band: weights inside the range of targets over demands D(1-h) .. D(1+h) stay (weights.weight_band);
+2. the closed-loop trim (trim.py, `trim`): within TRIM_REACH points of the dead band, with both pools' requests in
+   flight read, where the open-loop target cannot hold the best split: the weight moves towards the best split's
+   load (the nearest weight that takes the requests there), as the observed loads call for it (never across the
+   50/50 line, never on a split bounded by the TPOT SLO); otherwise the rules below;
+3. dead band: weights inside the range of targets over demands D(1-h) .. D(1+h) stay (weights.weight_band);
    a demand that wanders less than the band moves nothing, however often it crosses the crossover;
-3. stabilization: the wish to move in one direction must persist for the window of that direction (towards
-   baseline: upStabilizationSeconds; back towards speculative: downStabilizationSeconds). state.pending holds the
+4. stabilization: the wish to move in one direction must persist for the window of that direction (towards
+   baseline: upStabilizationSeconds; back towards speculative: downStabilizationSeconds; a move that relieves a
+   pool over the TPOT SLO: the shorter of the two, see `relieves_overload`). state.pending holds the
    wish (WAITING, the speculative weight wanted, since when); a wish in the other direction
    or a demand back inside the band clears it (HPA-style). Once the window has passed, the move continues
    evaluation after evaluation without waiting again until the target is reached (pending MOVING),
    inside the band or not: the band decides when a move starts, not where it stops;
-4. a bounded step: the speculative weight moves by at most max_weight_step points per evaluation;
-5. the dominant pool changes only for a gain: the weights cross the 50/50 line only when the target serves at
+5. a bounded step: the speculative weight moves by at most max_weight_step points per evaluation;
+6. the dominant pool changes only for a gain: the weights cross the 50/50 line only when the target serves at
    least weights.MODE_GAIN more than the line itself (near the crossover both pools serve alike and the best
    weights hover around 50/50);
-6. min dwell: the dominant mode (the pool with the larger weight; speculative at 50/50) changes at most once per
+7. min dwell: the dominant mode (the pool with the larger weight; speculative at 50/50) changes at most once per
    minDwellSeconds (counted from the previous change; the first change has none before it); within it the
    weights may move up to the 50/50 boundary but not across.
 """
@@ -27,8 +32,18 @@ from dataclasses import replace
 from specserve.api.models import Mode, Weights
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.step import Step, hold
-from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, Sample
-from specserve.policy.weights import MODE_GAIN, crossing_gain, weight_band
+from specserve.policy.trim import (
+    TRIM_LOSS,
+    TRIM_REACH,
+    TRIM_SETTLE,
+    heading,
+    observe,
+    passes_best,
+    shortfall,
+    trim_weight,
+)
+from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, PoolSignal, Sample
+from specserve.policy.weights import MODE_GAIN, crossing_gain, settle, weight_band
 
 SPLIT_POINT = 50  # speculative weight at and above which the speculative pool is the dominant mode
 
@@ -112,6 +127,101 @@ def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, n
     return new_spec, ""
 
 
+def in_flight(signal: PoolSignal | None) -> float | None:
+    """A pool's observed requests in flight (running + queued); None: not observed."""
+    if signal is None or signal.running is None:
+        return None
+    return signal.running + (signal.queued or 0.0)
+
+
+def trim(
+    knobs: Knobs,
+    curves: ModeCurves,
+    state: PolicyState,
+    sample: Sample,
+    target: int,
+    band: tuple[int, int],
+    where: str,
+) -> Step | None:
+    """The closed-loop trim (trim.py) while the weights are within TRIM_REACH of the dead band; None: the open-loop
+    rules decide (the weights further out, a pool not observed, a best split or band on one pool only, or a step
+    that would cross the 50/50 line)."""
+    now = sample.time
+    n_s, n_b = ready(knobs, sample)
+    w = current_weights(state)
+    lo, hi = band[0] - TRIM_REACH, band[1] + TRIM_REACH
+    if band[0] <= 0 or band[1] >= 100 or not 0 < w.speculative < 100 or not lo <= w.speculative <= hi:
+        return None
+    c_s, c_b = in_flight(sample.speculative), in_flight(sample.baseline)
+    if c_s is None or c_b is None:
+        return None
+    seen = observe(curves, c_s, c_b, n_s, n_b, knobs.tpot_slo)
+    if seen is None or seen.on_slo_edge(knobs.tpot_slo):
+        return None
+    # where the open-loop target holds the best split of the observed demand (within TRIM_LOSS at its worst
+    # settling point), the dead band and the windows decide: no writes for demand that wanders inside the band
+    if shortfall(settle(curves, target, c_s + c_b, n_s, n_b, knobs.tpot_slo), seen.best, knobs.tpot_slo) <= TRIM_LOSS:
+        return None
+    held = replace(state, pending=None)
+    loads = (
+        f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight, the best split {seen.best.speculative:.1f}/"
+        f"{seen.best.baseline:.1f} ({seen.loss * 100:.2f} % more)"
+    )
+    if seen.loss <= TRIM_LOSS:
+        return hold(held, f"{loads}: within {TRIM_LOSS * 100:g} %: weights {show(w)} stay")
+    # outside the band, an open-loop move the same way that need not wait out a window goes further at once
+    urgent = (knobs.down_stabilization if seen.direction > 0 else knobs.up_stabilization) <= 0
+    if urgent and not band[0] <= w.speculative <= band[1] and (target - w.speculative) * seen.direction > 0:
+        return None
+    goes = heading(curves, w.speculative, c_s, c_s + c_b, n_s, n_b, knobs.tpot_slo)
+    if passes_best(goes, seen):
+        return hold(held, f"{loads}: the requests are on their way through it: weights {show(w)} stay")
+    if shortfall(goes, seen.best, knobs.tpot_slo) <= TRIM_LOSS:
+        return hold(
+            held,
+            f"{loads}: they settle at {goes.speculative:.1f} in flight, within {TRIM_LOSS * 100:g} %: "
+            f"weights {show(w)} stay",
+        )
+    age = now - state.last_switch if state.last_switch is not None else None
+    wait = TRIM_SETTLE * knobs.evaluation_interval
+    if age is not None and age < wait:
+        return hold(held, f"{loads}: weights {show(w)} set {age:.0f} s ago, reading them for {wait:.0f} s first")
+    if dominant(weights_of(w.speculative + seen.direction)) is not dominant(w):
+        return None
+    # the trim stays on the dominant pool's side of the 50/50 line and never empties a pool
+    side = (SPLIT_POINT, 99) if dominant(w) is Mode.SPECULATIVE else (1, SPLIT_POINT - 1)
+    reach = (max(lo, side[0]), min(hi, side[1]))
+    new_spec = trim_weight(curves, w.speculative, seen, reach, n_s, n_b, knobs.tpot_slo)
+    if new_spec is None:
+        return hold(held, f"{loads}: no weight in the trim's reach ({reach[0]}-{reach[1]}) does better: holding")
+    new = weights_of(new_spec)
+    return Step(
+        held=held,
+        action=Action.SET_WEIGHTS,
+        reason=f"{loads}: trim towards it: weights {show(w)} -> {show(new)}",
+        changed=moved(held, new, now),
+        mode=dominant(new),
+        weights=new,
+    )
+
+
+def relieves_overload(
+    knobs: Knobs, curves: ModeCurves, w: Weights, target: Weights, demand: float, n_s: int, n_b: int
+) -> bool:
+    """Whether the current weights can leave a pool over the TPOT SLO (at their worst settling point; planned at
+    split.SLO_MARGIN of it) and the target serves more goodput: overload is what the short window is for
+    (upStabilizationSeconds, 0 by default), whichever pool the move loads. Where speculation is the overflow
+    pool (the seed profile: baseline serves more but fills up to its SLO), relieving the baseline pool moves
+    weight towards speculation, and waiting out downStabilizationSeconds leaves every request on it late."""
+    slo = knobs.tpot_slo
+    if slo is None:
+        return False
+    now = settle(curves, w.speculative, demand, n_s, n_b, slo)
+    if now.goodput >= now.tokens_per_second * (1 - 1e-6):
+        return False
+    return settle(curves, target.speculative, demand, n_s, n_b, slo).goodput > now.goodput * (1 + 1e-6)
+
+
 def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
     now = sample.time
     n_s, n_b = ready(knobs, sample)
@@ -131,6 +241,10 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     # a move under way goes on to its target: the band decides when to start moving, not where to stop
     under_way = state.pending is not None and state.pending.kind is PendingKind.MOVING
     moving = same_way and under_way and target.speculative != w.speculative
+    if not moving:
+        trimmed = trim(knobs, curves, state, sample, target.speculative, (lo, hi), where)
+        if trimmed is not None:
+            return trimmed
     if lo <= w.speculative <= hi and not moving:
         band = f"{lo}-{hi}" if lo != hi else f"{lo}"
         return hold(
@@ -147,6 +261,9 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
                 return hold(replace(state, pending=None), f"{where}: {best}: holding")
             target = weights_of(line)
     window = knobs.up_stabilization if towards is Mode.BASELINE else knobs.down_stabilization
+    if relieves_overload(knobs, curves, w, target, demand, n_s, n_b):
+        window = min(knobs.up_stabilization, knobs.down_stabilization)
+        best += " (relieves a pool over the TPOT SLO: as urgent as overload)"
     began = state.pending.since if state.pending is not None else None
     since = began if same_way and began is not None else now
     # the wish keeps the target it began with while it waits (status is written only when the state changes)
