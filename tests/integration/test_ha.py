@@ -269,6 +269,17 @@ async def test_a_hung_api_call_fails_that_reconcile_only(fake: ThreadedFake, kim
             await asyncio.wait_for(task, timeout=30)
 
 
+def holder(api: ThreadedFake) -> str | None:
+    """Who holds the operator's Lease ("" or None: nobody)."""
+    lease = api.get(LEASES, "specserve-system", "specserve-operator") or {}
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def hanging(api: ThreadedFake) -> bool:
+    """A Deployment apply of the SpecServe "stuck" is open (the fake answers a hung call when its client leaves)."""
+    return any(r.method == "PATCH" and "/deployments/stuck-" in r.path and not r.finished for r in api.requests)
+
+
 async def test_a_stopping_leader_hands_the_lease_over_while_a_call_still_hangs(
     fake: ThreadedFake, kimi_doc: dict[str, Any]
 ) -> None:
@@ -279,19 +290,14 @@ async def test_a_stopping_leader_hands_the_lease_over_while_a_call_still_hangs(
     kube = KubeClient.from_environment(ClientOptions(request_timeout=30, attempts=1))
     task = asyncio.create_task(serve(lease_config("pod-a"), kube, stop_flag=stop))
 
-    def holder() -> str | None:
-        lease = fake.get(LEASES, "specserve-system", "specserve-operator") or {}
-        return (lease.get("spec") or {}).get("holderIdentity")
-
-    def hanging() -> bool:
-        return any(r.method == "PATCH" and "/deployments/stuck-" in r.path and not r.finished for r in fake.requests)
-
     try:
         fake.create(seeded(kimi_doc, "stuck"))
-        await eventually(lambda: holder() == "pod-a" and hanging(), what="a leader's reconcile hung on an apply")
+        await eventually(
+            lambda: holder(fake) == "pod-a" and hanging(fake), what="a leader's reconcile hung on an apply"
+        )
         stop.set()
-        await eventually(lambda: not holder(), timeout=5, what="the Lease handed over")
-        assert hanging() and not task.done(), "the shutdown was over first: this proves nothing"
+        await eventually(lambda: not holder(fake), timeout=5, what="the Lease handed over")
+        assert hanging(fake) and not task.done(), "the shutdown was over first: this proves nothing"
     finally:
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
@@ -311,22 +317,15 @@ async def test_sigterm_hands_the_lease_over_before_kopf_has_shut_down(
     code = "import sys; from specserve.cli import main; sys.exit(main())"
     process = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE)
 
-    def holder() -> str | None:
-        lease = fake.get(LEASES, "specserve-system", "specserve-operator") or {}
-        return (lease.get("spec") or {}).get("holderIdentity")
-
-    def hanging() -> bool:
-        return any(r.method == "PATCH" and "/deployments/stuck-" in r.path and not r.finished for r in fake.requests)
-
     try:
         fake.create(seeded(kimi_doc, "stuck"))
-        await eventually(lambda: holder() == "pod-a" and hanging(), timeout=60, what="the leader's apply hung")
+        await eventually(lambda: holder(fake) == "pod-a" and hanging(fake), timeout=60, what="the leader's apply hung")
         process.send_signal(signal.SIGTERM)
-        await eventually(lambda: not holder(), timeout=5, what="the Lease handed over")
-        assert hanging(), "kopf cancelled the hung handler before the Lease was handed over"
+        await eventually(lambda: not holder(fake), timeout=5, what="the Lease handed over")
+        assert hanging(fake), "kopf cancelled the hung handler before the Lease was handed over"
         code_ = await asyncio.to_thread(process.wait, 60)
         assert code_ == 0, process.stderr.read().decode() if process.stderr else ""
-        assert not hanging()  # the call ended when the process gave it up
+        assert not hanging(fake)  # the call ended when the process gave it up
     finally:
         if process.poll() is None:
             process.kill()

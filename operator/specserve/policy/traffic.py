@@ -79,6 +79,19 @@ def moved(state: PolicyState, new: Weights, now: float) -> PolicyState:
     return replace(state, weights=new, mode=mode, mode_since=since, last_switch=now)
 
 
+def set_weights(held: PolicyState, after: PolicyState, new: Weights, now: float, reason: str) -> Step:
+    """A step that sets `new`: the next state is `held` when the change is not made (advisory), `after` moved to
+    `new` when it is."""
+    return Step(
+        held=held,
+        action=Action.SET_WEIGHTS,
+        reason=reason,
+        changed=moved(after, new, now),
+        mode=dominant(new),
+        weights=new,
+    )
+
+
 def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
     """All weight off a pool with no Ready replica, onto the other one if it has any: overrides the dead band,
     stabilization, the step bound and min dwell, and acts even when the demand is unknown (readiness comes from
@@ -92,13 +105,12 @@ def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
     else:
         return None
     held = replace(state, pending=None)
-    return Step(
-        held=held,
-        action=Action.SET_WEIGHTS,
-        reason=f"failover: the {empty} pool has no Ready replica: weights {show(w)} -> {show(new)}",
-        changed=moved(held, new, sample.time),
-        mode=dominant(new),
-        weights=new,
+    return set_weights(
+        held,
+        held,
+        new,
+        sample.time,
+        f"failover: the {empty} pool has no Ready replica: weights {show(w)} -> {show(new)}",
     )
 
 
@@ -195,14 +207,7 @@ def trim(
     if new_spec is None:
         return hold(held, f"{loads}: no weight in the trim's reach ({reach[0]}-{reach[1]}) does better: holding")
     new = weights_of(new_spec)
-    return Step(
-        held=held,
-        action=Action.SET_WEIGHTS,
-        reason=f"{loads}: trim towards it: weights {show(w)} -> {show(new)}",
-        changed=moved(held, new, now),
-        mode=dominant(new),
-        weights=new,
-    )
+    return set_weights(held, held, new, now, f"{loads}: trim towards it: weights {show(w)} -> {show(new)}")
 
 
 def relieves_overload(
@@ -285,11 +290,5 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
         waiting,
         pending=None if reached else Pending(PendingKind.MOVING, since, target.speculative),
     )
-    return Step(
-        held=waiting,
-        action=Action.SET_WEIGHTS,
-        reason=f"{where}: {best}; towards {towards} for {now - since:.0f} s: weights {show(w)} -> {show(new)}{limits}",
-        changed=moved(held_after, new, now),
-        mode=dominant(new),
-        weights=new,
-    )
+    reason = f"{where}: {best}; towards {towards} for {now - since:.0f} s: weights {show(w)} -> {show(new)}{limits}"
+    return set_weights(waiting, held_after, new, now, reason)
