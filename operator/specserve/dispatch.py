@@ -140,13 +140,12 @@ class Dispatcher:
         pools, now: not behind the object's lock nor a reconcile slot (a pass in progress may take many slow
         round trips), with no LIST. The urgent full pass follows."""
         key = Registry.key(item.body)
-        pools = self.pools.get(key) or {}
-        serving = frozenset(n for n, ready in pools.items() if ready)
+        pools = dict(self.pools.get(key) or {})  # as the watch reports them now (later events change the registry's)
         lock: asyncio.Lock = item.memo.setdefault(FAILOVER, asyncio.Lock())
         async with lock:
             try:
                 kube = self._lane or item.memo["kube"]
-                moved = await fail_over(kube, item.body, serving, frozenset(pools), lambda: self._supersede(item.memo))
+                moved = await fail_over(kube, item.body, pools, lambda: self._supersede(item.memo))
             except KubeError as exc:  # the full pass that follows tries again
                 log.warning("failover of %s/%s failed: %s", *key, exc)
                 return

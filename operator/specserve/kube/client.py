@@ -282,8 +282,7 @@ class KubeClient:
 
     async def list_labelled(self, kind: Kind, namespace: str | None, label: str | None) -> builtins.list[JSON]:
         """Every object of `kind` in `namespace` (None: every namespace) that carries `label` (any value; None:
-        every object): one LIST for many SpecServes. Each item with its apiVersion and kind (a LIST leaves them
-        out)."""
+        every object): one LIST for many SpecServes. As a LIST returns them: without apiVersion and kind."""
         path = kind.collection_path(namespace)
         status, data = await self._read(path, query={"labelSelector": label} if label else None)
         if status == 404:
@@ -291,8 +290,7 @@ class KubeClient:
         if status >= 300:
             raise self._fail("GET", path, status, data)
         items = self._object("GET", path, status, data).get("items") or []
-        kept = [i for i in items if label is None or label in ((i.get("metadata") or {}).get("labels") or {})]
-        return [{"apiVersion": kind.api_version, "kind": kind.kind, **i} for i in kept]
+        return [i for i in items if label is None or label in ((i.get("metadata") or {}).get("labels") or {})]
 
     async def apply(self, manifest: JSON, field_manager: str = FIELD_MANAGER) -> JSON:
         """Server-side apply as `field_manager` (the `specserve` manager unless a handover needs another), taking

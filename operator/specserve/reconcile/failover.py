@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from specserve.api.validation import InvalidSpecServe, parse_object
@@ -58,20 +58,20 @@ def failover_route(rendered: Mapping[str, Any], live: Mapping[str, Any], weights
 async def fail_over(
     kube: Kube,
     body: Mapping[str, Any],
-    serving: Set[str],
-    known: Set[str],
+    pools: Mapping[str, bool],
     before_write: Callable[[], Awaitable[None] | None] = lambda: None,
     listed: JSON | None = None,
 ) -> tuple[tuple[str, int], ...] | None:
-    """Move the live route's weight off the pools in `known` but not in `serving` (the watch's view), onto the
-    Ready ones. `before_write` runs right before each route write (the dispatcher cancels the in-flight pass
-    there: its world is older than this move). `listed`: the route as a LIST just returned it, for the first
-    attempt instead of a read. The weights written, or None when nothing was written."""
+    """Move the live route's weight off the `pools` without a Ready replica (pool -> has one: the watch's view, or
+    a listing's), onto the Ready ones. `before_write` runs right before each route write (the dispatcher cancels
+    the in-flight pass there: its world is older than this move). `listed`: the route as a LIST just returned
+    it, for the first attempt instead of a read. The weights written, or None when nothing was written."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     rendered = rendered_route(body)
     if rendered is None:
         return None
+    serving, known = frozenset(n for n, ready in pools.items() if ready), frozenset(pools)
     for attempt in range(ATTEMPTS):
         try:
             live = listed if attempt == 0 and listed is not None else await kube.get(HTTPROUTE, namespace, name)
@@ -124,10 +124,9 @@ async def fail_over_everywhere(kube: Lister, namespaces: Iterable[str | None]) -
         except KubeError as exc:
             log.warning("failover at start: listing %s failed: %s", namespace or "every namespace", exc)
             return []
-        return [
-            fail_over(kube, body, frozenset(n for n, ready in seen.items() if ready), frozenset(seen), listed=route)
-            for body, seen, route in _split_owners(owners, pools, routes)
-        ]
+        # A LIST leaves out each item's apiVersion and kind, which reading a SpecServe needs.
+        bodies = [{"apiVersion": SPECSERVE.api_version, "kind": SPECSERVE.kind, **o} for o in owners]
+        return [fail_over(kube, body, seen, listed=route) for body, seen, route in _split_owners(bodies, pools, routes)]
 
     moves = [move for moves in await asyncio.gather(*(scope(n) for n in namespaces)) for move in moves]
     moved = [weights for weights in await asyncio.gather(*moves) if weights is not None]
