@@ -3,8 +3,6 @@ any shipped trace, strategy and profile (time-scaled to an hour each to keep the
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -13,10 +11,9 @@ from specserve.api.models import Mode, Strategy
 from specserve.api.validation import parse_object
 from specserve_tools.emulator.profile import Profile, ProfileError, load_profile, parse_profile, shipped_profiles
 from specserve_tools.simulate.baselines import FixedSplit, Static
-from specserve_tools.simulate.bound import Curves, latency_reference, running_for, split_rate, upper_bound
+from specserve_tools.simulate.bound import Curves, split_rate, upper_bound
 from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.compare import Comparison, compare
-from specserve_tools.simulate.rates import Rate, batch_for
 from specserve_tools.simulate.run import simulate
 from specserve_tools.simulate.scenario import DEFAULT_SPEC, scenario, with_strategy
 from specserve_tools.simulate.setup import Load, Setup, bin_trace
@@ -98,18 +95,6 @@ def test_open_loop_bound_is_what_arrives_within_capacity() -> None:
     s = setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     load = Load(dt=1.0, steps=100, arrivals=(0.1,) * 100, tokens=(50.0,) * 100)
     assert upper_bound(s, load).goodput_tokens == pytest.approx(5000.0)
-    # 50 tok/s: all on the speculative pool at batch 2.5 (20 tok/s per stream) -> 0.05 s per token, the best
-    assert latency_reference(s, load) == pytest.approx(2.5 / 50.0)
-
-
-def test_hull_and_least_batch() -> None:
-    rate = Rate(np.asarray([0.0, 1.0, 2.0, 4.0]), np.asarray([0.0, 10.0, 12.0, 40.0]))
-    hull = rate.hull()
-    assert list(hull.xs) == [0.0, 4.0] and list(hull.ys) == [0.0, 40.0]  # time-sharing 0 and 4 beats batch 1, 2
-    assert list(batch_for(rate, np.asarray([5.0, 11.0, 40.0, 41.0]))) == [0.5, 1.5, 4.0, math.inf]
-    curves = Curves(PROFILE)
-    # one replica, either mode: 60 tok/s is batch 3 speculative (hull of both curves)
-    assert running_for(setup(Strategy.RESTART), curves, 60.0, 1.0) == pytest.approx(3.0)
 
 
 def _scaled(name: str, profile: Profile) -> Load:

@@ -39,11 +39,10 @@ import numpy as np
 
 from specserve.api.models import Strategy
 from specserve_tools.emulator.profile import Profile
-from specserve_tools.simulate.rates import Array, Floor, Rate, batch_for, knots
+from specserve_tools.simulate.rates import Array, Floor, Rate, knots
 from specserve_tools.simulate.setup import Load, Setup
 from specserve_tools.simulate.split_bound import CELLS_PER_REQUEST, PoolCells, weight_schedule_bound
 
-LATENCY_WINDOW = 600.0  # seconds: the open-loop latency reference averages arrivals over this (see below)
 SCALE_GRID = 1e-3  # drifting curves: the scale is memoised on this grid (rounded in the bound's favour)
 
 
@@ -54,7 +53,8 @@ class Bound:
     notes: list[str] = field(default_factory=list)
 
 
-def _round(scale: float, up: bool) -> float:
+def rounded_scale(scale: float, up: bool) -> float:
+    """A speculative scale on SCALE_GRID, up or down (whichever favours the bound)."""
     q = scale / SCALE_GRID
     return (math.ceil(q - 1e-9) if up else math.floor(q + 1e-9)) * SCALE_GRID
 
@@ -194,7 +194,7 @@ def _scales(profile: Profile, load: Load) -> tuple[list[float], list[float]]:
     if not profile.accept_schedule:
         return [1.0] * load.steps, [1.0] * load.steps
     raw = [profile.speculative_scale(k * load.dt) for k in range(load.steps)]
-    return [_round(x, True) for x in raw], [_round(x, False) for x in raw]
+    return [rounded_scale(x, True) for x in raw], [rounded_scale(x, False) for x in raw]
 
 
 def sliding_max(values: tuple[float, ...] | list[float], window: int) -> list[float]:
@@ -356,53 +356,3 @@ def weights_bound(bounder: Bounder, load: Load, in_flight: list[float], scales: 
     return weight_schedule_bound(
         spec, base, [index[x] for x in scales], load.concurrency, in_flight, load.dt, load.tokens_per_request
     )
-
-
-def running_for(setup: Setup, curves: Curves, demand: float, scale: float) -> float:
-    """The fewest requests running at which the pools serve `demand` tokens/s on average, over every split
-    (TrafficSplit) or mode, best per batch (Restart with free restarts, Adaptive), time-sharing included (the
-    curves' concave hulls); inf beyond the capacity. The token-weighted time per output token is
-    running / demand (Little)."""
-    if demand <= 0:
-        return 0.0
-    if setup.strategy is not Strategy.TRAFFIC_SPLIT:
-        r = setup.speculative_replicas
-        either = curves.spec(scale).hull(curves.base)
-        return float(r * batch_for(either, np.asarray([demand / r]))[0]) if r else math.inf
-    spec, base = curves.spec(scale).hull(), curves.base.hull()
-    rs, rb = setup.speculative_replicas, setup.baseline_replicas
-    cand = [0.0, demand]
-    cand += [float(rs * y) for y in spec.ys if rs * y <= demand]
-    cand += [float(demand - rb * y) for y in base.ys if rb * y <= demand]
-    xs = np.asarray(cand)
-    bs = rs * batch_for(spec, xs / rs) if rs else np.where(xs > 0, np.inf, 0.0)
-    bb = rb * batch_for(base, (demand - xs) / rb) if rb else np.where(demand - xs > 0, np.inf, 0.0)
-    return float(np.min(bs + bb))
-
-
-def latency_reference(setup: Setup, load: Load) -> float | None:
-    """Open loop: the token-weighted mean time per output token of serving each window's arriving tokens/s at
-    the best average (running_for), windows of LATENCY_WINDOW. By Jensen (the running count against the
-    tokens/s served is convex on the hulls) no schedule that serves each window's tokens within it does better.
-    A request's tokens are served over its lifetime, not when it arrives, so short windows would be wrong the
-    other way (one long request makes a window look busy); over 10 min the tokens carried across a window's
-    edge are a small part, which is why this is a reference the tests check every policy against, not a proof.
-    None for a closed loop or when a window is beyond the capacity."""
-    if load.closed_loop:
-        return None
-    curves = Curves(setup.profile)
-    every = max(1, round(max(setup.evaluation_seconds, LATENCY_WINDOW) / load.dt))
-    running_time = tokens = 0.0
-    for start in range(0, load.steps, every):
-        end = min(load.steps, start + every)
-        span = (end - start) * load.dt
-        arrived = sum(load.tokens[start:end])
-        if arrived <= 0:
-            continue
-        scale = _round(setup.profile.speculative_scale(start * load.dt), True)
-        n = running_for(setup, curves, arrived / span, scale)
-        if not math.isfinite(n):
-            return None
-        running_time += n * span
-        tokens += arrived
-    return running_time / tokens if tokens > 0 else None

@@ -15,7 +15,8 @@ from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Knobs
 from specserve_tools.simulate.baselines import FixedSplit, NaiveThreshold, Static
-from specserve_tools.simulate.bound import latency_reference, upper_bound
+from specserve_tools.simulate.bound import upper_bound
+from specserve_tools.simulate.latency_bound import latency_reference
 from specserve_tools.simulate.learned import learned_policy
 from specserve_tools.simulate.optimum import best_fixed_weights, restart_optimum, split_optimum
 from specserve_tools.simulate.policy import SpecServePolicy
@@ -148,6 +149,6 @@ def compare(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, j
             if s.tpot_token_mean is not None and s.tpot_token_mean < reference * (1 - 1e-6):
                 notes.append(
                     f"{s.name} beats the latency reference ({s.tpot_token_mean * 1e3:.2f} ms < "
-                    f"{reference * 1e3:.2f} ms): the reference is a steady state, see docs/simulate.md"
+                    f"{reference * 1e3:.2f} ms): see docs/simulate.md"
                 )
     return Comparison(setup, summaries, runs, best.name, notes, bound)

@@ -62,26 +62,6 @@ class Rate:
             return r
         return np.where(batch <= tpot * r * (1 + SLO_TOLERANCE), r, 0.0)
 
-    def hull(self, *others: Rate) -> Rate:
-        """The least concave function above this rate and `others` (their pointwise best): the upper hull of all
-        their knots. Time-sharing between batches (or modes) serves at most this on average."""
-        points = sorted({(float(x), float(y)) for r in (self, *others) for x, y in zip(r.xs, r.ys, strict=True)})
-        hull: list[tuple[float, float]] = []
-        for x, y in points:
-            while hull and hull[-1][0] == x:  # same batch: keep the best
-                if hull[-1][1] >= y:
-                    break
-                hull.pop()
-            else:
-                while len(hull) >= 2:
-                    (x0, y0), (x1, y1) = hull[-2], hull[-1]
-                    if (y1 - y0) * (x - x0) <= (y - y0) * (x1 - x0):  # the middle point is under the chord
-                        hull.pop()
-                    else:
-                        break
-                hull.append((x, y))
-        return Rate(np.asarray([x for x, _ in hull]), np.asarray([y for _, y in hull]))
-
     def floor(self) -> Floor:
         mono = np.minimum.accumulate(self.ys[::-1])[::-1]  # right-running minimum at the knots: <= r, non-decreasing
         slopes = np.diff(mono) / np.diff(self.xs)
@@ -111,15 +91,3 @@ def knots(rates: Sequence[Rate], tpot: float) -> Array:
     """Every batch where one of `rates`' ok() may turn: their knots and SLO crossings."""
     parts = [np.concatenate([r.xs, r.slo_breaks(tpot)]) for r in rates]
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0)
-
-
-def batch_for(rate: Rate, tokens_per_second: Array) -> Array:
-    """The least batch at which one replica serves `tokens_per_second` (inf beyond its capacity)."""
-    top = np.maximum.accumulate(rate.ys)
-    y = np.asarray(tokens_per_second, dtype=np.float64)
-    i = np.clip(np.searchsorted(top, y, side="left"), 1, len(top) - 1)
-    x0, x1, y0, y1 = rate.xs[i - 1], rate.xs[i], rate.ys[i - 1], rate.ys[i]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b = np.where(y1 > y0, x0 + (y - y0) * (x1 - x0) / (y1 - y0), x1)
-    b = np.where(y <= 0, 0.0, b)
-    return np.where(y > top[-1] * (1 + 1e-12), np.inf, b)
