@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
 from specserve.api.validation import parse_object
 from specserve_tools.emulator.profile import Profile, ProfileError, load_profile, parse_profile, shipped_profiles
@@ -19,22 +18,7 @@ from specserve_tools.simulate.scenario import DEFAULT_SPEC, scenario, with_strat
 from specserve_tools.simulate.setup import Load, Setup, bin_trace
 from specserve_tools.simulate.synthetic import SHIPPED, shipped_trace
 from specserve_tools.simulate.traces import scale
-
-# Per replica: speculation 20 tok/s per stream up to batch 4 then 80 -> 90 at 10; baseline 10 per stream up to 4
-# then 40 -> 100 at 10. Cap 10.
-PROFILE = Profile(
-    name="tiny",
-    model_name="tiny",
-    speculative=Curve.from_points([(1, 20.0), (4, 80.0), (10, 90.0)]),
-    baseline=Curve.from_points([(1, 10.0), (4, 40.0), (10, 100.0)]),
-    startup_seconds=30.0,
-    max_running_requests=10,
-    ttft_seconds=0.1,
-)
-
-
-def setup(strategy: Strategy, spec: int = 1, base: int = 0, tpot: float = 10.0) -> Setup:
-    return Setup(strategy, PROFILE, spec, base, Mode.SPECULATIVE, 15.0, 15.0, Slo(1000.0, tpot), 8.8, 3, None)
+from tests.unit.simulate_helpers import TINY, tiny_setup
 
 
 def closed(levels: list[tuple[int, float]], tokens: float = 100.0) -> Load:
@@ -46,12 +30,12 @@ def test_split_rate_is_the_best_allocation_of_the_requests() -> None:
     # With a TPOT SLO of 0.1 s per token the speculative pool meets it up to batch 8.8 (88 tok/s):
     # a grid over every allocation of every allowed in-flight count never beats the exact maximum, and comes
     # within the grid's step of it.
-    s = setup(Strategy.TRAFFIC_SPLIT, 2, 1, tpot=0.1)
-    curves = Curves(PROFILE)
+    s = tiny_setup(Strategy.TRAFFIC_SPLIT, 2, 1, tpot=0.1)
+    curves = Curves(TINY)
 
     def good(ns: float, nb: float) -> float:
         total = 0.0
-        for replicas, curve, requests in ((2, PROFILE.speculative, ns), (1, PROFILE.baseline, nb)):
+        for replicas, curve, requests in ((2, TINY.speculative, ns), (1, TINY.baseline, nb)):
             b = min(requests / replicas, 10.0)
             rate = curve.at(b) if b >= 1 else curve.at(1.0) * b
             if rate > 0 and b / rate <= 0.1:
@@ -71,7 +55,7 @@ def test_split_rate_is_the_best_allocation_of_the_requests() -> None:
 
 def test_constant_load_bound_is_the_steady_state_and_a_static_split_reaches_it() -> None:
     # 20 clients on one replica per pool: 10 on each (both at their cap) serve 90 + 100 tok/s, the best there is.
-    s = setup(Strategy.TRAFFIC_SPLIT, 1, 1)
+    s = tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     load = closed([(600, 20.0)])
     bound = upper_bound(s, load)
     assert bound.goodput_tokens == pytest.approx(190.0 * 600)
@@ -84,7 +68,7 @@ def test_restart_bound_pays_for_the_roll() -> None:
     # 2 clients then 10: speculative serves 40 then 90 tok/s, baseline 20 then 100. One replica: a roll serves
     # nothing for 30 s. Best: stay speculative through the low phase, roll (30 s dark) when the high phase
     # starts... or earlier; any way it is at most 40 x 1000 + 100 x 2000 and at least that minus the roll.
-    s = setup(Strategy.RESTART)
+    s = tiny_setup(Strategy.RESTART)
     load = closed([(1000, 2.0), (2000, 10.0)])
     bound = upper_bound(s, load).goodput_tokens
     assert 40.0 * 1000 + 100.0 * 2000 - 30 * 100.0 <= bound <= 40.0 * 1000 + 100.0 * 2000
@@ -92,7 +76,7 @@ def test_restart_bound_pays_for_the_roll() -> None:
 
 
 def test_open_loop_bound_is_what_arrives_within_capacity() -> None:
-    s = setup(Strategy.TRAFFIC_SPLIT, 1, 1)
+    s = tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     load = Load(dt=1.0, steps=100, arrivals=(0.1,) * 100, tokens=(50.0,) * 100)
     assert upper_bound(s, load).goodput_tokens == pytest.approx(5000.0)
 

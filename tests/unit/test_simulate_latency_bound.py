@@ -4,30 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.baselines import FixedSplit, Static
-from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.latency_bound import latency_reference
 from specserve_tools.simulate.run import simulate
 from specserve_tools.simulate.setup import Load, Setup
 from specserve_tools.simulate.summary import summarise
-
-# Per replica: speculation 20 tok/s per stream up to batch 4, then 80 -> 90 at 10; baseline 10 per stream. Cap 10.
-PROFILE = Profile(
-    name="tiny",
-    model_name="tiny",
-    speculative=Curve.from_points([(1, 20.0), (4, 80.0), (10, 90.0)]),
-    baseline=Curve.from_points([(1, 10.0), (4, 40.0), (10, 100.0)]),
-    startup_seconds=30.0,
-    max_running_requests=10,
-    ttft_seconds=0.1,
-)
-
-
-def setup(strategy: Strategy, spec: int = 1, base: int = 0) -> Setup:
-    return Setup(strategy, PROFILE, spec, base, Mode.SPECULATIVE, 15.0, 15.0, Slo(1000.0, 10.0), 8.8, 3, None)
+from tests.unit.simulate_helpers import tiny_setup
 
 
 def steady(tokens_per_second: float, steps: int = 3000, length: float = 100.0) -> Load:
@@ -43,7 +26,7 @@ def tpot_per_token(s: Setup, load: Load, weight: int) -> float:
 
 def test_light_load_goes_to_the_pool_with_the_faster_streams() -> None:
     # 50 tok/s: all on the speculative pool at batch 2.5, 20 tok/s per stream -> 0.05 s per token
-    s = setup(Strategy.TRAFFIC_SPLIT, 1, 1)
+    s = tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     load = steady(50.0)
     assert latency_reference(s, load) == pytest.approx(0.05)
     assert tpot_per_token(s, load, 100) == pytest.approx(0.05)
@@ -54,7 +37,7 @@ def test_heavy_load_is_split_where_the_marginal_stream_is_cheapest() -> None:
     # 120 tok/s is more than the speculative pool serves (90). Past batch 4 a speculative stream adds 10/6 tok/s,
     # a baseline one 10: the fewest running requests are 4 + 4 (80 + 40 tok/s), 8 / 120 s per token. The
     # reference fills up to that from an empty start, faster per token on the way, so it ends a little below.
-    s = setup(Strategy.TRAFFIC_SPLIT, 1, 1)
+    s = tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     load = steady(120.0)
     ref = latency_reference(s, load)
     assert ref is not None
@@ -67,10 +50,10 @@ def test_heavy_load_is_split_where_the_marginal_stream_is_cheapest() -> None:
 def test_one_pool_takes_the_better_curve_at_its_batch() -> None:
     # Restart and Adaptive: one replica, free to be in either mode. 60 tok/s: speculative at batch 3.
     for strategy in (Strategy.RESTART, Strategy.ADAPTIVE):
-        s = setup(strategy)
+        s = tiny_setup(strategy)
         assert latency_reference(s, steady(60.0)) == pytest.approx(0.05)
     # 95 tok/s is beyond speculation's 90: only baseline serves it, at batch 9.5 -> 0.1 s per token
-    s = setup(Strategy.RESTART)
+    s = tiny_setup(Strategy.RESTART)
     assert latency_reference(s, steady(95.0, steps=6000)) == pytest.approx(0.1, rel=0.02)
     speculative = summarise(simulate(s, steady(60.0), Static("spec", Mode.SPECULATIVE)), "spec").tpot_token_mean
     assert speculative == pytest.approx(0.05)
@@ -78,4 +61,4 @@ def test_one_pool_takes_the_better_curve_at_its_batch() -> None:
 
 def test_closed_loops_have_no_latency_reference() -> None:
     load = Load(dt=1.0, steps=10, concurrency=(3.0,) * 10, tokens_per_request=100.0)
-    assert latency_reference(setup(Strategy.TRAFFIC_SPLIT, 1, 1), load) is None
+    assert latency_reference(tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1), load) is None

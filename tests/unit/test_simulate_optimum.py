@@ -4,33 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
-from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.baselines import Static
-from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.histogram import Histogram
 from specserve_tools.simulate.optimum import Planner, best_fixed_weights, best_split, restart_optimum
 from specserve_tools.simulate.run import simulate
-from specserve_tools.simulate.setup import Command, Controller, Load, Setup
+from specserve_tools.simulate.setup import Command, Controller, Load
 from specserve_tools.simulate.summary import gain
-
-# Per replica: speculation 20 tok/s per stream up to batch 4 then 80 -> 90 at 10; baseline 10 per stream up to 4
-# then 40 -> 100 at 10. They cross at batch 8.8. Cap 10: beyond it requests queue.
-PROFILE = Profile(
-    name="tiny",
-    model_name="tiny",
-    speculative=Curve.from_points([(1, 20.0), (4, 80.0), (10, 90.0)]),
-    baseline=Curve.from_points([(1, 10.0), (4, 40.0), (10, 100.0)]),
-    startup_seconds=30.0,
-    max_running_requests=10,
-    ttft_seconds=0.1,
-)
-SLO = Slo(ttft=1000.0, tpot=10.0)  # lenient: goodput is served tokens, so the arithmetic is easy
-
-
-def setup(strategy: Strategy, spec: int = 1, base: int = 0) -> Setup:
-    return Setup(strategy, PROFILE, spec, base, Mode.SPECULATIVE, 15.0, 15.0, SLO, 8.8, 3, None)
+from tests.unit.simulate_helpers import tiny_setup
 
 
 def closed(levels: list[tuple[int, float]]) -> Load:
@@ -46,7 +27,7 @@ def test_restart_once_into_baseline_when_the_high_load_lasts() -> None:
     # Staying speculative: 40 tok/s for 1005 s then 90 for 9990 s. Baseline gains 10 tok/s for ~9 990 s
     # (~99 900 tokens); the 30 s restart costs 30 x 40 = 1 200 tokens while the load is still low, 30 x 90 after
     # the step. With hindsight: switch once, at interval 65 (975 s), so the pod is up in baseline at 1005 s.
-    plan = restart_optimum(setup(Strategy.RESTART), closed([(1005, 2.0), (9990, 10.0)]))
+    plan = restart_optimum(tiny_setup(Strategy.RESTART), closed([(1005, 2.0), (9990, 10.0)]))
     moves = commands(list(plan.commands))
     assert [c.mode for _, c in moves] == [Mode.BASELINE]
     assert moves[0][0] == 65
@@ -54,17 +35,17 @@ def test_restart_once_into_baseline_when_the_high_load_lasts() -> None:
 
 def test_restart_never_for_a_blip_shorter_than_its_cost() -> None:
     # 60 s of high load gain 10 tok/s x 60 s = 600 tokens; a restart costs 30 s x ~90 tok/s = 2 700: stay.
-    plan = restart_optimum(setup(Strategy.RESTART), closed([(1005, 2.0), (60, 10.0), (1005, 2.0)]))
+    plan = restart_optimum(tiny_setup(Strategy.RESTART), closed([(1005, 2.0), (60, 10.0), (1005, 2.0)]))
     assert commands(list(plan.commands)) == []
 
 
 def test_restart_back_into_speculation_when_low_load_returns() -> None:
-    plan = restart_optimum(setup(Strategy.RESTART), closed([(1005, 2.0), (9990, 10.0), (9990, 2.0)]))
+    plan = restart_optimum(tiny_setup(Strategy.RESTART), closed([(1005, 2.0), (9990, 10.0), (9990, 2.0)]))
     assert [c.mode for _, c in commands(list(plan.commands))] == [Mode.BASELINE, Mode.SPECULATIVE]
 
 
 def test_split_all_speculative_at_low_load_and_shared_at_high_load() -> None:
-    s = setup(Strategy.TRAFFIC_SPLIT, 1, 1)
+    s = tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     planner = Planner(s, closed([(15, 2.0)]))
     # 2 clients: both on the speculative pool serve 40 tok/s; one on each serves 20 + 10.
     assert best_split(planner, 2.0).weight == 100
@@ -73,13 +54,13 @@ def test_split_all_speculative_at_low_load_and_shared_at_high_load() -> None:
 
 
 def test_best_fixed_split_ranks_the_shared_split_first_under_high_load() -> None:
-    ranked = best_fixed_weights(setup(Strategy.TRAFFIC_SPLIT, 1, 1), closed([(600, 20.0)]))
+    ranked = best_fixed_weights(tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1), closed([(600, 20.0)]))
     assert ranked[0] in (45, 50)  # 47 is best; the 5-point grid's neighbours come first
     assert ranked.index(100) > ranked.index(50) and ranked.index(0) > ranked.index(50)
 
 
 def test_replayed_optimum_beats_both_static_policies() -> None:
-    s = setup(Strategy.RESTART)
+    s = tiny_setup(Strategy.RESTART)
     load = closed([(1005, 2.0), (3000, 10.0), (3000, 2.0)])
     plan = restart_optimum(s, load)
     controllers: list[Controller] = [Static("spec", Mode.SPECULATIVE), Static("base", Mode.BASELINE), plan]
