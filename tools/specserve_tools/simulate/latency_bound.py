@@ -17,8 +17,10 @@ admission, fluid completions), through ONE pool that stands for the deployment a
   every step (restarts free and instant; Adaptive's best draft steps per batch).
 
 Serving the most now is what serves the trace with the fewest running requests: completions grow with the
-tokens served, and a step's running count after its arrivals grows with the count before it (the tokens/s per
-request added never exceeds the requests' length per step), so fewer requests now are never more later.
+tokens served, and the running count after a step grows with the count before it as long as one more running
+request adds fewer tokens to a step than the mean output a running request has left (at most the curves' single
+stream rate, 373 tok/s on illustrative-crossover-8b, against outputs of hundreds of tokens), so fewer requests
+now are never more later.
 
 Why this and not a steady state: the trace's arrivals are noisy. A steady state at each window's mean rate (the
 curves' concave hulls, by Jensen) ignores that the running count follows the arrivals: on concave curves that
