@@ -2,21 +2,26 @@
 """TrafficSplit's headroom: what a predictive controller reading the same gauges as the operator's policy gets.
 
 `specserve simulate` compares SpecServe's TrafficSplit policy with the optimum (the best weight schedule with
-perfect knowledge, weights free to move every second). This script asks where the gap comes from. It simulates,
-beside the usual rows, a model-predictive controller that reads what the policy reads every evaluation (the
-pools' requests in flight and the demand, averaged over the same query window, through the simulated Prometheus)
-and nothing of the future:
+perfect knowledge, weights free to move every second). This script asks where the gap comes from. Beside the usual
+rows it simulates model-predictive controllers that read what the policy reads every evaluation (the pools'
+requests in flight and the demand, averaged over the same query window, through the simulated Prometheus) and
+nothing of the future:
 
 - for every speculative weight within --span points of the one in force, and 0 and 100, it predicts the tokens
   the pools serve over --horizon seconds if that weight stays, on the policy's curves, from the observed
   requests in flight (the requests on the speculative pool move as weights.py's h(c): arrivals replace
   completions, total in flight held at the demand; it is given the trace's mean output length, which the
   operator has no gauge for);
-- it moves to the best when that serves more than --tolerance over the weights in force. No dead band,
-  stabilization window, min dwell or step bound: its only calm is the tolerance.
+- it moves to the best when that serves more than a tolerance over the weights in force. The plain controller's
+  tolerance is fixed (--tolerance). The noise-aware one's grows with how much the last --readings demand
+  readings disagree: --noise x their relative standard deviation. A closed loop's demand holds between client
+  changes, so it moves on small gains; an open loop's wanders with every arrival, so it holds.
+  Neither has a dead band, stabilization window, min dwell or step bound.
 
-    .venv/bin/python scripts/trafficsplit_headroom.py                   # the diurnal day, about 2 minutes
-    .venv/bin/python scripts/trafficsplit_headroom.py --tolerance 0.0025
+It runs a closed-loop day (goodput, gain captured against the upper bound) and an open-loop day (latency gain
+against the latency reference, and how often each controller writes the weights).
+
+    .venv/bin/python scripts/trafficsplit_headroom.py          # about 3 minutes on one core
 
 Exploration, not a test: the figures are in docs/simulate.md.
 """
@@ -38,7 +43,7 @@ from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.compare import compare
 from specserve_tools.simulate.run import simulate
 from specserve_tools.simulate.scenario import DEFAULT_SPEC, scenario, with_strategy
-from specserve_tools.simulate.setup import Command, Setup, bin_trace
+from specserve_tools.simulate.setup import Command, Load, Setup, bin_trace
 from specserve_tools.simulate.summary import gain, summarise
 from specserve_tools.simulate.synthetic import shipped_trace
 
@@ -71,17 +76,29 @@ def predicted_tokens(
 
 
 class Predictive:
-    """The model-predictive controller described in the module docstring."""
+    """The model-predictive controllers described in the module docstring (noise 0: the plain one)."""
 
-    def __init__(self, curves: ModeCurves, horizon: float, span: int, tolerance: float) -> None:
-        self.name = f"predictive (±{span}, {tolerance * 100:g} %)"
-        self.curves, self.horizon, self.span, self.tolerance = curves, horizon, span, tolerance
+    def __init__(
+        self, curves: ModeCurves, horizon: float, span: int, tolerance: float, noise: float = 0.0, readings: int = 1
+    ) -> None:
+        calm = f"{noise:g} x the jitter of {readings} readings" if noise else f"{tolerance * 100:g} %"
+        self.name = f"predictive ({calm})"
+        self.curves, self.horizon, self.span = curves, horizon, span
+        self.tolerance, self.noise, self.readings = tolerance, noise, readings
         self.weight = 100
+        self.seen: list[float] = []
         self.setup: Setup | None = None
 
     def start(self, setup: Setup) -> Command:
         self.setup = setup
         return Command(speculative_weight=self.weight)
+
+    def jitter(self) -> float:
+        """The last readings' relative standard deviation; 1 (no trust) until there are two."""
+        if len(self.seen) < 2:
+            return 1.0
+        mean = float(np.mean(self.seen))
+        return float(np.std(self.seen)) / mean if mean > 0 else 1.0
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:
         spec, base = sample.speculative, sample.baseline
@@ -91,6 +108,7 @@ class Predictive:
             return None  # unknown is not zero
         c_spec = spec.running + (spec.queued or 0.0)
         demand = c_spec + base.running + (base.queued or 0.0)
+        self.seen = [*self.seen, demand][-self.readings :]
         near = range(max(0, self.weight - self.span), min(100, self.weight + self.span) + 1)
         candidates = np.asarray(sorted({0, 100, *near}), dtype=np.float64)
         s = self.setup
@@ -99,39 +117,70 @@ class Predictive:
         )
         now = served[int(np.flatnonzero(candidates == self.weight)[0])]
         best = int(np.argmax(served))
-        if served[best] > now * (1 + self.tolerance):
+        tolerance = self.tolerance + (self.noise * self.jitter() if self.noise else 0.0)
+        if served[best] > now * (1 + tolerance):
             self.weight = int(candidates[best])
             return Command(speculative_weight=self.weight)
         return None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trace", default="diurnal", help="a shipped closed-loop trace (default diurnal)")
-    parser.add_argument("--profile", default="illustrative-crossover-8b")
-    parser.add_argument("--horizon", type=float, default=60.0, help="prediction horizon, seconds (default 60)")
-    parser.add_argument("--span", type=int, default=10, help="weights tried each side of the one in force")
-    parser.add_argument("--tolerance", type=float, default=0.001, help="relative gain that moves the weights")
-    args = parser.parse_args()
+def controllers(curves: ModeCurves, load: Load, args: argparse.Namespace) -> list[Predictive]:
+    length = load.tokens_per_request if load.closed_loop else sum(load.tokens) / max(sum(load.arrivals), 1e-9)
+    horizon = args.horizon / length  # in seconds per output token of a request: the model's own time scale
+    return [
+        Predictive(curves, horizon, args.span, args.tolerance),
+        Predictive(curves, horizon, args.span, 0.0, args.noise, args.readings),
+    ]
+
+
+def report(args: argparse.Namespace, trace: str) -> None:
     obj = with_strategy(parse_object(DEFAULT_SPEC), Strategy.TRAFFIC_SPLIT)
     scen = scenario(obj, load_profile(args.profile), Slo(5.0, 0.1))
-    load = bin_trace(shipped_trace(args.trace, 1), 1.0)
-    if not load.closed_loop or scen.curves is None:
-        raise SystemExit("a closed-loop trace and a profile with curves are needed")
+    if scen.curves is None:
+        raise SystemExit(f"{args.profile} has no curves")
+    load = bin_trace(shipped_trace(trace, 1), 1.0)
     comparison = compare(scen.setup, load, scen.knobs, scen.curves)
-    controller = Predictive(scen.curves, args.horizon / load.tokens_per_request, args.span, args.tolerance)
-    run = simulate(scen.setup, load, controller)
-    rows = [*comparison.summaries, summarise(run, "predictive")]
     best = next(s for s in comparison.summaries if s.name == comparison.best_static)
     bound = comparison.bound
     assert bound is not None
-    print(f"{args.trace} on {args.profile}: upper bound {bound.goodput_tokens / 1e6:.2f} Mtok, best static "
-          f"{best.name} {best.goodput_tokens / 1e6:.2f}")  # fmt: skip
+    rows = [s for s in comparison.summaries if s.role in ("specserve", "learned")] + [
+        summarise(simulate(scen.setup, load, c), "predictive") for c in controllers(scen.curves, load, args)
+    ]
+    if load.closed_loop:
+        print(f"{trace} (closed loop) on {args.profile}: upper bound {bound.goodput_tokens / 1e6:.2f} Mtok, "
+              f"best static {best.name} {best.goodput_tokens / 1e6:.2f}")  # fmt: skip
+    else:
+        ref, static = bound.tpot_token_mean, best.tpot_token_mean
+        assert ref is not None and static is not None
+        print(f"{trace} (open loop) on {args.profile}: latency reference {ref * 1e3:.2f} ms per token, "
+              f"best static {best.name} {static * 1e3:.2f} ms")  # fmt: skip
     for row in rows:
-        captured = gain(row.goodput_tokens, best.goodput_tokens, bound.goodput_tokens)
+        if load.closed_loop:
+            captured = gain(row.goodput_tokens, best.goodput_tokens, bound.goodput_tokens)
+            figure = f"{row.goodput_tokens / 1e6:8.2f} Mtok"
+        else:
+            tpot = row.tpot_token_mean
+            captured = (
+                None if tpot is None else gain(-tpot, -(best.tpot_token_mean or 0.0), -(bound.tpot_token_mean or 0.0))
+            )
+            figure = f"{(tpot or 0.0) * 1e3:8.3f} ms"
         share = "-" if captured is None else f"{captured * 100:.1f} %"
-        good = row.goodput_tokens / 1e6
-        print(f"  {row.name:32s} {good:8.2f} Mtok  gain captured {share:>7s}  {row.weight_changes} weight changes")
+        print(f"  {row.name:58s} {figure}  gain captured {share:>7s}  {row.weight_changes} weight changes")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--closed", default="diurnal", help="a shipped closed-loop trace (default diurnal)")
+    parser.add_argument("--open", default="diurnal-requests", help="a shipped open-loop trace")
+    parser.add_argument("--profile", default="illustrative-crossover-8b")
+    parser.add_argument("--horizon", type=float, default=60.0, help="prediction horizon, seconds (default 60)")
+    parser.add_argument("--span", type=int, default=10, help="weights tried each side of the one in force")
+    parser.add_argument("--tolerance", type=float, default=0.001, help="the plain controller's relative gain")
+    parser.add_argument("--noise", type=float, default=0.1, help="the noise-aware tolerance per unit of jitter")
+    parser.add_argument("--readings", type=int, default=5, help="demand readings the jitter is taken over")
+    args = parser.parse_args()
+    for trace in (args.closed, args.open):
+        report(args, trace)
 
 
 if __name__ == "__main__":
