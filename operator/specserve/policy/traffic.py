@@ -203,7 +203,7 @@ def trim(
     # the trim stays on the dominant pool's side of the 50/50 line and never empties a pool
     side = (SPLIT_POINT, 99) if dominant(w) is Mode.SPECULATIVE else (1, SPLIT_POINT - 1)
     reach = (max(lo, side[0]), min(hi, side[1]))
-    new_spec = trim_weight(curves, w.speculative, seen, reach, n_s, n_b, knobs.tpot_slo)
+    new_spec = trim_weight(curves, w.speculative, seen, reach, n_s, n_b, knobs.tpot_slo, settles=goes)
     if new_spec is None:
         return hold(held, f"{loads}: no weight in the trim's reach ({reach[0]}-{reach[1]}) does better: holding")
     new = weights_of(new_spec)

@@ -150,12 +150,16 @@ def trim_weight(
     n_spec: int,
     n_base: int,
     slo: float | None = None,
+    settles: Split | None = None,
 ) -> int | None:
     """The speculative weight the trim moves to, within `reach` (inclusive): the nearest one towards the best split
     from which the requests, left alone, pass the best split or settle within TRIM_LOSS of it; failing that, the
-    one in reach from which they settle best, if better than staying. None: no weight in reach does better."""
+    one in reach from which they settle best, if better than staying. None: no weight in reach does better.
+    `settles`: where the requests settle under `spec_weight` (`heading`), when the caller has it already."""
     c, demand = seen.split.speculative, seen.split.demand
-    stay = shortfall(heading(curves, spec_weight, c, demand, n_spec, n_base, slo), seen.best, slo)
+    if settles is None:
+        settles = heading(curves, spec_weight, c, demand, n_spec, n_base, slo)
+    stay = shortfall(settles, seen.best, slo)
     chosen, least = None, stay
     w = spec_weight + seen.direction
     while reach[0] <= w <= reach[1]:
