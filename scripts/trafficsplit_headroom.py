@@ -37,6 +37,7 @@ from specserve.api.curves import Curve
 from specserve.api.models import Strategy
 from specserve.api.validation import parse_object
 from specserve.policy.curves import ModeCurves
+from specserve.policy.traffic import in_flight
 from specserve.policy.types import Sample
 from specserve_tools.emulator.profile import load_profile
 from specserve_tools.simulate.cluster import Slo
@@ -101,13 +102,10 @@ class Predictive:
         return float(np.std(self.seen)) / mean if mean > 0 else 1.0
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:
-        spec, base = sample.speculative, sample.baseline
-        if self.setup is None or sample.demand is None or spec is None or base is None:
-            return None
-        if spec.running is None or base.running is None:
+        c_spec, c_base = in_flight(sample.speculative), in_flight(sample.baseline)
+        if self.setup is None or sample.demand is None or c_spec is None or c_base is None:
             return None  # unknown is not zero
-        c_spec = spec.running + (spec.queued or 0.0)
-        demand = c_spec + base.running + (base.queued or 0.0)
+        demand = c_spec + c_base
         self.seen = [*self.seen, demand][-self.readings :]
         near = range(max(0, self.weight - self.span), min(100, self.weight + self.span) + 1)
         candidates = np.asarray(sorted({0, 100, *near}), dtype=np.float64)
@@ -146,24 +144,23 @@ def report(args: argparse.Namespace, trace: str) -> None:
     rows = [s for s in comparison.summaries if s.role in ("specserve", "learned")] + [
         summarise(simulate(scen.setup, load, c), "predictive") for c in controllers(scen.curves, load, args)
     ]
+    ref, static = bound.tpot_token_mean, best.tpot_token_mean
     if load.closed_loop:
         print(f"{trace} (closed loop) on {args.profile}: upper bound {bound.goodput_tokens / 1e6:.2f} Mtok, "
               f"best static {best.name} {best.goodput_tokens / 1e6:.2f}")  # fmt: skip
     else:
-        ref, static = bound.tpot_token_mean, best.tpot_token_mean
         assert ref is not None and static is not None
         print(f"{trace} (open loop) on {args.profile}: latency reference {ref * 1e3:.2f} ms per token, "
               f"best static {best.name} {static * 1e3:.2f} ms")  # fmt: skip
     for row in rows:
+        tpot = row.tpot_token_mean
         if load.closed_loop:
             captured = gain(row.goodput_tokens, best.goodput_tokens, bound.goodput_tokens)
             figure = f"{row.goodput_tokens / 1e6:8.2f} Mtok"
         else:
-            tpot = row.tpot_token_mean
-            captured = (
-                None if tpot is None else gain(-tpot, -(best.tpot_token_mean or 0.0), -(bound.tpot_token_mean or 0.0))
-            )
-            figure = f"{(tpot or 0.0) * 1e3:8.3f} ms"
+            assert ref is not None and static is not None and tpot is not None
+            captured = gain(-tpot, -static, -ref)  # latency: lower is better
+            figure = f"{tpot * 1e3:8.3f} ms"
         share = "-" if captured is None else f"{captured * 100:.1f} %"
         print(f"  {row.name:58s} {figure}  gain captured {share:>7s}  {row.weight_changes} weight changes")
 
