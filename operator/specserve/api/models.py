@@ -401,11 +401,28 @@ class SwitchingSpec(Model):
         gt=0,
         description="Concurrency above which baseline serves more tokens/s; unset means from curves.",
     )
-    hysteresis: float = Field(default=0.1, ge=0, lt=1, description="Dead band around the crossover, as a fraction.")
+    hysteresis: float = Field(
+        default=0.1,
+        ge=0,
+        lt=1,
+        description=(
+            "Dead band around the crossover, as a fraction. TrafficSplit with both pools' loads read: a weight move "
+            "needs a predicted gain of hysteresis x the relative noise of the recent demand readings."
+        ),
+    )
     evaluation_interval_seconds: int = Field(default=15, ge=1, le=3600)
     up_stabilization_seconds: int = Field(default=0, ge=0, le=86400, description="Before moving to baseline.")
     down_stabilization_seconds: int = Field(default=300, ge=0, le=86400, description="Before moving back.")
-    min_dwell_seconds: int = Field(default=300, ge=0, le=86400, description="Least time between two switches.")
+    min_dwell_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description=(
+            "Least time between two switches (TrafficSplit: between two changes of the pool with the larger weight). "
+            "Unset: 300 for Restart and Adaptive (a switch restarts pods), 60 for TrafficSplit (a weight move "
+            "restarts nothing; the noise in the demand keeps it calm)."
+        ),
+    )
     max_restarts_per_day: int = Field(default=6, ge=0, le=1000, description="Restart strategy budget.")
     advisory: bool = Field(default=False, description="Record decisions in status without acting on them.")
     calibrated_accept_length: float | None = Field(

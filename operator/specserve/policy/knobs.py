@@ -9,6 +9,18 @@ from specserve.policy.types import Knobs
 # spec.engine.startupTimeoutSeconds is a timeout (default 3600 s), not an estimate: capped at 10 minutes, about the
 # seed deployment's measured 510 s. Overestimating only makes Restart switch later, never more often.
 DEFAULT_STARTUP_CAP_SECONDS = 600.0
+# spec.switching.minDwellSeconds when unset: a Restart or Adaptive switch rolls pods, a TrafficSplit one moves weights
+DEFAULT_MIN_DWELL_SECONDS = 300
+DEFAULT_TRAFFIC_SPLIT_MIN_DWELL_SECONDS = 60
+
+
+def min_dwell_seconds(obj: SpecServe) -> int:
+    dwell = obj.spec.switching.min_dwell_seconds
+    if dwell is not None:
+        return dwell
+    if obj.spec.strategy is Strategy.TRAFFIC_SPLIT:
+        return DEFAULT_TRAFFIC_SPLIT_MIN_DWELL_SECONDS
+    return DEFAULT_MIN_DWELL_SECONDS
 
 
 def default_startup_seconds(obj: SpecServe) -> float:
@@ -28,7 +40,7 @@ def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_s
         evaluation_interval=float(switching.evaluation_interval_seconds),
         up_stabilization=float(switching.up_stabilization_seconds),
         down_stabilization=float(switching.down_stabilization_seconds),
-        min_dwell=float(switching.min_dwell_seconds),
+        min_dwell=float(min_dwell_seconds(obj)),
         max_restarts_per_day=switching.max_restarts_per_day,
         advisory=switching.advisory,
         speculative_replicas=spec.pools.speculative.replicas,

@@ -2,27 +2,29 @@
 
 In order, per evaluation:
 1. failover (before anything else, see `failover`): no weight on a pool without a Ready replica, at once;
-   the target: the weights that hold the best split (split.py) robustly (weights.py);
-2. the closed-loop trim (trim.py, `trim`): within TRIM_REACH points of the dead band, with both pools' requests in
-   flight read, where the open-loop target cannot hold the best split: the weight moves towards the best split's
-   load (the nearest weight that takes the requests there), as the observed loads call for it (never across the
-   50/50 line, never on a split bounded by the TPOT SLO); otherwise the rules below;
-3. dead band: weights inside the range of targets over demands D(1-h) .. D(1+h) stay (weights.weight_band);
-   a demand that wanders less than the band moves nothing, however often it crosses the crossover;
-4. stabilization: the wish to move in one direction must persist for the window of that direction (towards
-   baseline: upStabilizationSeconds; back towards speculative: downStabilizationSeconds; a move that relieves a
-   pool over the TPOT SLO: the shorter of the two, see `relieves_overload`). state.pending holds the
-   wish (WAITING, the speculative weight wanted, since when); a wish in the other direction
-   or a demand back inside the band clears it (HPA-style). Once the window has passed, the move continues
-   evaluation after evaluation without waiting again until the target is reached (pending MOVING),
-   inside the band or not: the band decides when a move starts, not where it stops;
-5. a bounded step: the speculative weight moves by at most max_weight_step points per evaluation;
-6. the dominant pool changes only for a gain: the weights cross the 50/50 line only when the target serves at
-   least weights.MODE_GAIN more than the line itself (near the crossover both pools serve alike and the best
-   weights hover around 50/50);
-7. min dwell: the dominant mode (the pool with the larger weight; speculative at 50/50) changes at most once per
-   minDwellSeconds (counted from the previous change; the first change has none before it); within it the
-   weights may move up to the 50/50 boundary but not across.
+2. the closed loop (`closed_loop`), when both pools are Ready and their requests in flight are read (the usual
+   case): the weight policy.predict forecasts to serve the most from where the requests are, when its gain beats
+   the demand's noise (hysteresis x the jitter of the last readings). It honours the step bound, and it crosses
+   the 50/50 line (changes the dominant pool) only once the wish has lasted the direction's stabilization window
+   and min dwell allows;
+3. otherwise the open-loop rules, from the total demand alone. The target: the weights that hold the best split
+   robustly (weights.py);
+   a. dead band: weights inside the range of targets over demands D(1-h) .. D(1+h) stay (weights.weight_band);
+      a demand that wanders less than the band moves nothing, however often it crosses the crossover;
+   b. stabilization: the wish to move in one direction must persist for the window of that direction (towards
+      baseline: upStabilizationSeconds; back towards speculative: downStabilizationSeconds; a move that relieves
+      a pool over the TPOT SLO: the shorter of the two, see `relieves_overload`). state.pending holds the wish
+      (WAITING, the speculative weight wanted, since when); a wish in the other direction or a demand back
+      inside the band clears it (HPA-style). Once the window has passed, the move continues evaluation after
+      evaluation without waiting again until the target is reached (pending MOVING), inside the band or not: the
+      band decides when a move starts, not where it stops;
+   c. a bounded step: the speculative weight moves by at most max_weight_step points per evaluation;
+   d. the dominant pool changes only for a gain: the weights cross the 50/50 line only when the target serves at
+      least weights.MODE_GAIN more than the line itself (near the crossover both pools serve alike and the best
+      weights hover around 50/50);
+   e. min dwell: the dominant mode (the pool with the larger weight; speculative at 50/50) changes at most once
+      per minDwellSeconds (counted from the previous change; the first change has none before it); within it the
+      weights may move up to the 50/50 boundary but not across.
 """
 
 from __future__ import annotations
@@ -31,17 +33,8 @@ from dataclasses import replace
 
 from specserve.api.models import Mode, Weights
 from specserve.policy.curves import ModeCurves, crossover
+from specserve.policy.predict import HORIZON_TURNOVERS, best, forecasts, jitter, remember, tolerance
 from specserve.policy.step import Step, hold
-from specserve.policy.trim import (
-    TRIM_LOSS,
-    TRIM_REACH,
-    TRIM_SETTLE,
-    heading,
-    observe,
-    passes_best,
-    shortfall,
-    trim_weight,
-)
 from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, PoolSignal, Sample
 from specserve.policy.weights import MODE_GAIN, crossing_gain, settle, weight_band
 
@@ -146,68 +139,77 @@ def in_flight(signal: PoolSignal | None) -> float | None:
     return signal.running + (signal.queued or 0.0)
 
 
-def trim(
-    knobs: Knobs,
-    curves: ModeCurves,
-    state: PolicyState,
-    sample: Sample,
-    target: int,
-    band: tuple[int, int],
-    where: str,
-) -> Step | None:
-    """The closed-loop trim (trim.py) while the weights are within TRIM_REACH of the dead band; None: the open-loop
-    rules decide (the weights further out, a pool not observed, a best split or band on one pool only, or a step
-    that would cross the 50/50 line)."""
-    now = sample.time
+def reachable(knobs: Knobs, state: PolicyState, w: Weights, spec_weight: int, now: float, crossing: bool) -> bool:
+    """Whether one evaluation may move the speculative weight from `w` to `spec_weight`: within the step bound, and
+    on the dominant pool's side of the 50/50 line unless `crossing` (its window has passed) and min dwell allow."""
+    if knobs.max_weight_step > 0 and abs(spec_weight - w.speculative) > knobs.max_weight_step:
+        return False
+    if dominant(weights_of(spec_weight)) is dominant(w):
+        return True
+    return crossing and (state.last_switch is None or now - state.mode_since >= knobs.min_dwell)
+
+
+def crossing_wish(knobs: Knobs, state: PolicyState, w: Weights, ideal: int, now: float) -> tuple[Pending | None, str]:
+    """The wish to move the dominant pool across the 50/50 line towards `ideal`, and what still holds it back
+    ("" once its stabilization window has passed). A wish on the same side as before keeps its start and its
+    first target (status is written only when the state changes)."""
+    side = dominant(weights_of(ideal))
+    if side is dominant(w):
+        return None, ""
+    previous = state.pending
+    kept = previous is not None and previous.since is not None and previous.weight is not None
+    if kept and previous is not None and previous.weight is not None and dominant(weights_of(previous.weight)) is side:
+        wish = replace(previous, kind=PendingKind.WAITING)
+    else:
+        wish = Pending(PendingKind.WAITING, now, ideal)
+    window = knobs.up_stabilization if side is Mode.BASELINE else knobs.down_stabilization
+    waited = now - (wish.since if wish.since is not None else now)
+    if waited >= window:
+        return wish, ""
+    return wish, f"towards {side} for {waited:.0f} s of the {window:.0f} s window"
+
+
+def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sample, where: str) -> Step | None:
+    """Both pools Ready and observed: the weight that policy.predict forecasts to serve the most from the loads
+    the pools hold, among those one evaluation may reach (the step bound; across the 50/50 line only after the
+    direction's stabilization window and min dwell), when it gains more than the demand's noise. None: the
+    open-loop rules decide (a pool without a Ready replica or not observed)."""
+    now, slo = sample.time, knobs.tpot_slo
     n_s, n_b = ready(knobs, sample)
-    w = current_weights(state)
-    lo, hi = band[0] - TRIM_REACH, band[1] + TRIM_REACH
-    if band[0] <= 0 or band[1] >= 100 or not 0 < w.speculative < 100 or not lo <= w.speculative <= hi:
-        return None
     c_s, c_b = in_flight(sample.speculative), in_flight(sample.baseline)
-    if c_s is None or c_b is None:
+    if n_s <= 0 or n_b <= 0 or c_s is None or c_b is None:
         return None
-    seen = observe(curves, c_s, c_b, n_s, n_b, knobs.tpot_slo)
-    if seen is None or seen.on_slo_edge(knobs.tpot_slo):
-        return None
-    # where the open-loop target holds the best split of the observed demand (within TRIM_LOSS at its worst
-    # settling point), the dead band and the windows decide: no writes for demand that wanders inside the band
-    if shortfall(settle(curves, target, c_s + c_b, n_s, n_b, knobs.tpot_slo), seen.best, knobs.tpot_slo) <= TRIM_LOSS:
-        return None
-    held = replace(state, pending=None)
-    loads = (
-        f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight, the best split {seen.best.speculative:.1f}/"
-        f"{seen.best.baseline:.1f} ({seen.loss * 100:.2f} % more)"
+    w = current_weights(state)
+    readings = remember(state.recent_demand, c_s + c_b)
+    loads = f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight"
+    options = forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo)
+    if options is None:
+        return hold(replace(state, pending=None, recent_demand=readings), f"{loads}: weights {show(w)} stay")
+    ideal = best(options, w.speculative, slo)
+    wish, waiting = crossing_wish(knobs, state, w, ideal.weight, now)
+    held = replace(state, pending=wish, recent_demand=readings)
+    here = next(f for f in options if f.weight == w.speculative)
+    top = best([f for f in options if reachable(knobs, state, w, f.weight, now, not waiting)], w.speculative, slo)
+    gain, needed = top.gain_over(here, slo), tolerance(knobs.hysteresis, readings)
+    limits = ""
+    if ideal.weight != top.weight:
+        if knobs.max_weight_step > 0 and abs(ideal.weight - w.speculative) > knobs.max_weight_step:
+            why = f"step limited to {knobs.max_weight_step} points"
+        elif waiting:
+            why = waiting
+        else:
+            why = f"{dominant(w)} began {now - state.mode_since:.0f} s ago, min dwell {knobs.min_dwell:.0f} s"
+        limits = f" (best {show(weights_of(ideal.weight))}: {why})"
+    told = (
+        f"{loads}; over the next {HORIZON_TURNOVERS:g} turnovers weights {show(weights_of(top.weight))} serve "
+        f"{gain * 100:+.2f} % (the demand wanders {jitter(readings) * 100:.1f} % over {len(readings)} readings: "
+        f"a move needs {needed * 100:.2f} %)"
     )
-    if seen.loss <= TRIM_LOSS:
-        return hold(held, f"{loads}: within {TRIM_LOSS * 100:g} %: weights {show(w)} stay")
-    # outside the band, an open-loop move the same way that need not wait out a window goes further at once
-    urgent = (knobs.down_stabilization if seen.direction > 0 else knobs.up_stabilization) <= 0
-    if urgent and not band[0] <= w.speculative <= band[1] and (target - w.speculative) * seen.direction > 0:
-        return None
-    goes = heading(curves, w.speculative, c_s, c_s + c_b, n_s, n_b, knobs.tpot_slo)
-    if passes_best(goes, seen):
-        return hold(held, f"{loads}: the requests are on their way through it: weights {show(w)} stay")
-    if shortfall(goes, seen.best, knobs.tpot_slo) <= TRIM_LOSS:
-        return hold(
-            held,
-            f"{loads}: they settle at {goes.speculative:.1f} in flight, within {TRIM_LOSS * 100:g} %: "
-            f"weights {show(w)} stay",
-        )
-    age = now - state.last_switch if state.last_switch is not None else None
-    wait = TRIM_SETTLE * knobs.evaluation_interval
-    if age is not None and age < wait:
-        return hold(held, f"{loads}: weights {show(w)} set {age:.0f} s ago, reading them for {wait:.0f} s first")
-    if dominant(weights_of(w.speculative + seen.direction)) is not dominant(w):
-        return None
-    # the trim stays on the dominant pool's side of the 50/50 line and never empties a pool
-    side = (SPLIT_POINT, 99) if dominant(w) is Mode.SPECULATIVE else (1, SPLIT_POINT - 1)
-    reach = (max(lo, side[0]), min(hi, side[1]))
-    new_spec = trim_weight(curves, w.speculative, seen, reach, n_s, n_b, knobs.tpot_slo, settles=goes)
-    if new_spec is None:
-        return hold(held, f"{loads}: no weight in the trim's reach ({reach[0]}-{reach[1]}) does better: holding")
-    new = weights_of(new_spec)
-    return set_weights(held, held, new, now, f"{loads}: trim towards it: weights {show(w)} -> {show(new)}")
+    if top.weight == w.speculative or gain <= needed:
+        return hold(held, f"{told}: weights {show(w)} stay{limits}")
+    new = weights_of(top.weight)
+    after = replace(held, pending=None) if dominant(new) is not dominant(w) else held
+    return set_weights(held, after, new, now, f"{told}: weights {show(w)} -> {show(new)}{limits}")
 
 
 def relieves_overload(
@@ -233,9 +235,12 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     w = current_weights(state)
     if n_s + n_b == 0:
         return hold(replace(state, pending=None), "no Ready replica in either pool: holding")
-    target, split, lo, hi = weight_band(curves, demand, n_s, n_b, knobs.hysteresis, knobs.tpot_slo)
     c = crossover(curves) if knobs.crossover is None else knobs.crossover
     where = f"demand {demand:.1f} ({demand / (n_s + n_b):.1f}/replica" + (f", crossover {c:.1f})" if c else ")")
+    predicted = closed_loop(knobs, curves, state, sample, where)
+    if predicted is not None:
+        return predicted
+    target, split, lo, hi = weight_band(curves, demand, n_s, n_b, knobs.hysteresis, knobs.tpot_slo)
     best = (
         f"best split {split.speculative:.1f}/{split.baseline:.1f} in flight serves {split.tokens_per_second:.0f} "
         f"tok/s, target weights {show(target)}"
@@ -246,10 +251,6 @@ def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand:
     # a move under way goes on to its target: the band decides when to start moving, not where to stop
     under_way = state.pending is not None and state.pending.kind is PendingKind.MOVING
     moving = same_way and under_way and target.speculative != w.speculative
-    if not moving:
-        trimmed = trim(knobs, curves, state, sample, target.speculative, (lo, hi), where)
-        if trimmed is not None:
-            return trimmed
     if lo <= w.speculative <= hi and not moving:
         band = f"{lo}-{hi}" if lo != hi else f"{lo}"
         return hold(

@@ -131,6 +131,8 @@ class PolicyState:
     forecast_error: float | None = None
     # Restart: the slack banked against the 2x bound (policy.forecast); in memory only, not in status
     forecast_ledger: Ledger = field(default_factory=Ledger)
+    # TrafficSplit: the last requests in flight read (policy.predict's noise); in memory only, not in status
+    recent_demand: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

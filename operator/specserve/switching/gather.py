@@ -31,7 +31,7 @@ from specserve.metrics.promql import (
 from specserve.metrics.results import QueryResult
 from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, failed, index, read, read_history
 from specserve.metrics.startup import measured_startup_seconds
-from specserve.policy.knobs import default_startup_seconds
+from specserve.policy.knobs import default_startup_seconds, min_dwell_seconds
 from specserve.switching.pools import PoolState, pool_states
 from specserve.switching.record import Source
 
@@ -100,7 +100,7 @@ def forecast_horizon(obj: SpecServe) -> int | None:
     switching = obj.spec.switching
     if obj.spec.strategy is not Strategy.RESTART or switching.metrics.source == "Direct":
         return None
-    return horizon_of(default_startup_seconds(obj) + switching.min_dwell_seconds)
+    return horizon_of(default_startup_seconds(obj) + min_dwell_seconds(obj))
 
 
 def target_of(p: ReadPlan, states: tuple[PoolState, ...]) -> ReadTarget:

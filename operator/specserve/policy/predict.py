@@ -1,0 +1,131 @@
+"""TrafficSplit's closed loop: predict what each weight serves from the requests the pools hold now, and move to
+the best one when its gain is larger than the demand's noise.
+
+Weights set arrival shares; the requests in flight then move as weights.py's h(c): the speculative pool's load c
+grows by its arrivals and shrinks by its completions,
+
+    dc/dτ = w * (T_s(c) + T_b(D - c)) - T_s(c),      τ = t / (mean output length),
+
+while the demand D holds. From the loads the pools report, `forecast` follows that flow for each candidate weight
+(Euler, STEPS steps) and sums the tokens served (goodput with a TPOT SLO, split.served) over HORIZON_TURNOVERS
+turnovers of the requests in flight (a turnover: D / tokens served, in τ). Measured in turnovers the horizon
+needs no output length, which no gauge reports; six is long enough to see where a weight settles and short
+enough to act on a demand that changes every few minutes (scripts/trafficsplit_headroom.py measured 3, 6 and 12
+turnovers: 97.2, 97.0 and 96.5 % of the closed-loop day's gain; open-loop weight changes 776, 149 and 427).
+
+The candidates are the weights within SPAN points of the one in force, and 0 and 100. The policy moves to the best
+when it serves more than the weights in force by more than a tolerance that grows with the noise of the demand:
+`knobs.hysteresis` x the relative standard deviation of the last NOISE_READINGS demand readings (`jitter`). A
+closed loop's demand holds between client changes, so small predicted gains are real and the policy takes them;
+an open loop's demand wanders with every arrival, so the same gains are noise and the policy holds. Until there
+are two readings (the readings live in memory: after an operator restart) the jitter counts as 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specserve.policy.curves import ModeCurves, rate
+from specserve.policy.split import SLO_MARGIN, served
+
+HORIZON_TURNOVERS = 6.0
+STEPS = 24  # Euler steps over the horizon
+SPAN = 10  # points either side of the weight in force the policy considers (besides 0 and 100)
+NOISE_READINGS = 7  # demand readings the jitter is taken over (105 s at the default 15 s evaluation interval)
+FLOOR = 1e-4  # relative: the least predicted gain worth a write, however steady the demand
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What one speculative weight serves over the horizon if it stays (in tokens x output length: only ratios
+    between forecasts of one evaluation mean anything)."""
+
+    weight: int
+    goodput: float  # the tokens of pools within the TPOT SLO (all tokens without an SLO)
+    tokens: float
+
+    def key(self, slo: float | None) -> tuple[float, float]:
+        return (self.goodput, self.tokens) if slo is not None else (self.tokens, self.tokens)
+
+    def gain_over(self, other: Forecast, slo: float | None) -> float:
+        """How much more this serves than `other`, relative (goodput with an SLO, tokens/s without)."""
+        mine, theirs = (self.goodput, other.goodput) if slo is not None else (self.tokens, other.tokens)
+        if theirs <= 0:
+            return math.inf if mine > 0 else 0.0
+        return mine / theirs - 1
+
+
+def forecast(
+    curves: ModeCurves,
+    spec_weight: int,
+    c_spec: float,
+    demand: float,
+    n_spec: int,
+    n_base: int,
+    slo: float | None,
+    horizon: float,
+) -> Forecast:
+    """Follow the speculative pool's load from `c_spec` under `spec_weight` for `horizon` (in τ). What split.served
+    computes, inlined: this runs STEPS times per candidate every evaluation."""
+    w, dt = spec_weight / 100, horizon / STEPS
+    limit = slo * SLO_MARGIN if slo is not None else math.inf
+    c, good, tokens = c_spec, 0.0, 0.0
+    for _ in range(STEPS):
+        t_s = n_spec * rate(curves.speculative, c / n_spec) if c > 0 else 0.0
+        t_b = n_base * rate(curves.baseline, (demand - c) / n_base) if demand - c > 0 else 0.0
+        # a pool's requests each wait load / tokens/s per token: within the SLO or not
+        good += (t_s if c <= limit * t_s else 0.0) + (t_b if demand - c <= limit * t_b else 0.0)
+        tokens += t_s + t_b
+        c = min(max(c + dt * (w * (t_s + t_b) - t_s), 0.0), demand)
+    good, tokens = good * dt, tokens * dt
+    return Forecast(spec_weight, good, tokens)
+
+
+def horizon_of(curves: ModeCurves, c_spec: float, demand: float, n_spec: int, n_base: int) -> float | None:
+    """HORIZON_TURNOVERS turnovers of the requests in flight at the observed loads (in τ); None: nothing served."""
+    rate = served(curves, c_spec, demand, n_spec, n_base).tokens_per_second
+    return HORIZON_TURNOVERS * demand / rate if rate > 0 and demand > 0 else None
+
+
+def candidates(spec_weight: int) -> list[int]:
+    return sorted({0, 100, *range(max(0, spec_weight - SPAN), min(100, spec_weight + SPAN) + 1)})
+
+
+def forecasts(
+    curves: ModeCurves, spec_weight: int, c_spec: float, c_base: float, n_spec: int, n_base: int, slo: float | None
+) -> list[Forecast] | None:
+    """Every candidate's forecast from the observed loads; None when nothing is in flight or served."""
+    demand = c_spec + c_base
+    horizon = horizon_of(curves, c_spec, demand, n_spec, n_base)
+    if horizon is None:
+        return None
+    return [forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight)]
+
+
+def best(options: list[Forecast], spec_weight: int, slo: float | None) -> Forecast:
+    """The forecast that serves the most; ties go to the weight closest to the one in force."""
+    return max(options, key=lambda f: (*f.key(slo), -abs(f.weight - spec_weight)))
+
+
+def jitter(readings: tuple[float, ...]) -> float:
+    """How much the readings wander around a straight line through them, relative to their mean (the residuals'
+    standard deviation): a demand that ramps (a closed loop's clients coming and going) is not noise, an open
+    loop's arrivals are. 1 (no trust) until there are three."""
+    n = len(readings)
+    mean = sum(readings) / n if n else 0.0
+    if n < 3 or mean <= 0:
+        return 1.0
+    middle = (n - 1) / 2
+    spread = sum((i - middle) ** 2 for i in range(n))
+    slope = sum((i - middle) * (r - mean) for i, r in enumerate(readings)) / spread
+    residuals = sum((r - mean - slope * (i - middle)) ** 2 for i, r in enumerate(readings))
+    return math.sqrt(residuals / (n - 2)) / mean
+
+
+def tolerance(hysteresis: float, readings: tuple[float, ...]) -> float:
+    return max(FLOOR, hysteresis * jitter(readings))
+
+
+def remember(readings: tuple[float, ...], demand: float) -> tuple[float, ...]:
+    return (*readings, demand)[-NOISE_READINGS:]

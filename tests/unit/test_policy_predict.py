@@ -1,0 +1,174 @@
+"""TrafficSplit's closed loop (policy.predict, traffic.closed_loop): forecasts from the observed loads, the noise
+that calms it, and the knobs it honours (step bound, stabilization windows and min dwell across the 50/50 line)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from specserve.api.models import Mode, Weights
+from specserve.policy.curves import ModeCurves
+from specserve.policy.predict import candidates, forecasts, jitter, tolerance
+from specserve.policy.switching import decide
+from specserve.policy.types import Action, Knobs, PolicyState, PoolSignal, Sample, Verdict
+from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves
+
+# speculative twice as fast per request up to 10 in flight, saturated at 100 tok/s; baseline saturates at 100 from
+# 20: at demand 30 the best split is 10/20 in flight (200 tok/s), held by weights 50/50
+KNEES = linear_curves([(1, 10), (10, 100)], [(1, 5), (20, 100), (40, 100)])
+LENGTH = 100.0  # output tokens per request in the plant below
+
+
+def start(spec_weight: int, since: float = -10_000.0) -> PolicyState:
+    mode = Mode.SPECULATIVE if spec_weight >= 50 else Mode.BASELINE
+    return PolicyState(
+        mode=mode, mode_since=since, weights=Weights(speculative=spec_weight, baseline=100 - spec_weight)
+    )
+
+
+def observed(t: float, c_spec: float, c_base: float) -> Sample:
+    return Sample(
+        time=t,
+        demand=c_spec + c_base,
+        speculative=PoolSignal(ready_replicas=1, running=c_spec, queued=0.0),
+        baseline=PoolSignal(ready_replicas=1, running=c_base, queued=0.0),
+    )
+
+
+def flow(curves: ModeCurves, spec_weight: int, c_spec: float, demand: float, seconds: float) -> float:
+    """The speculative pool's requests in flight after `seconds` of a closed loop holding `demand` (weights.py's
+    h(c): a completion is replaced by an arrival, sent by the weights)."""
+    dt = 0.05
+    for _ in range(round(seconds / dt)):
+        t_s = curves.rate(Mode.SPECULATIVE, c_spec)
+        t_b = curves.rate(Mode.BASELINE, demand - c_spec)
+        c_spec = min(max(c_spec + dt * (spec_weight / 100 * (t_s + t_b) - t_s) / LENGTH, 0.0), demand)
+    return c_spec
+
+
+def plant(
+    k: Knobs, curves: ModeCurves, state: PolicyState, demand: float, c_spec: float, evaluations: int
+) -> tuple[PolicyState, list[Verdict], float]:
+    """The policy in a closed loop with a fluid model of the two pools."""
+    verdicts = []
+    for i in range(evaluations):
+        v = decide(k, curves, state, observed(i * k.evaluation_interval, c_spec, demand - c_spec))
+        verdicts.append(v)
+        state = v.state
+        assert state.weights is not None
+        c_spec = flow(curves, state.weights.speculative, c_spec, demand, k.evaluation_interval)
+    return state, verdicts, c_spec
+
+
+def test_the_best_forecast_from_an_overloaded_pool_is_the_weight_that_holds_the_best_split() -> None:
+    options = forecasts(KNEES, 60, 25.0, 5.0, 1, 1, None)
+    assert options is not None and [f.weight for f in options] == candidates(60)
+    best = max(options, key=lambda f: f.tokens)
+    assert 48 <= best.weight <= 52
+    # all of it on the saturated speculative pool serves the least
+    assert min(options, key=lambda f: f.tokens).weight == 100
+
+
+def test_jitter_is_noise_around_the_trend_not_the_trend() -> None:
+    assert jitter((10.0, 20.0)) == 1.0  # too few readings: no trust
+    assert jitter((50.0,) * 7) == 0.0
+    assert jitter(tuple(50.0 + 5 * i for i in range(7))) < 1e-12  # a ramp is not noise
+    rng = random.Random(3)
+    noisy = tuple(100.0 * (1 + rng.gauss(0, 0.05)) for _ in range(7))
+    assert 0.02 < jitter(noisy) < 0.1
+    assert tolerance(0.1, noisy) == 0.1 * jitter(noisy)
+    assert tolerance(0.0, noisy) > 0  # a floor: never a write for a gain of nothing
+
+
+def test_a_steady_closed_loop_converges_to_the_best_split_and_then_writes_nothing() -> None:
+    k = knobs(max_weight_step=100)
+    state, verdicts, c_spec = plant(k, KNEES, start(100), 30.0, 30.0, 80)
+    moves = changes(verdicts)
+    assert 1 <= len(moves) <= 10  # at most SPAN points a move, on the way from 100/0
+    assert changes(verdicts[40:]) == []  # settled: no writes in a steady state
+    assert state.weights is not None and 45 <= state.weights.speculative <= 55
+    assert abs(c_spec - 10.0) < 1.0  # the pools hold the best split, 10/20 in flight
+    assert "over the next 6 turnovers weights" in moves[0].reason and "100/0 ->" in moves[0].reason
+
+
+def test_noise_in_the_demand_holds_small_predicted_gains() -> None:
+    curves = profile_curves(ILLUSTRATIVE)
+    k = knobs(max_weight_step=100)
+    # near the crossover, weights 49/51 a point or two from the best: a gain of 0.15-0.35 % on paper
+    rng = random.Random(7)
+    wandering = [100 * (1 + rng.gauss(0, 0.1)) for _ in range(40)]  # an open loop: ±10 % reading to reading
+    moves = []
+    for demands in (wandering, [100.0] * 40):
+        state, verdicts = start(49), []
+        for i, d in enumerate(demands):
+            v = decide(k, curves, state, observed(i * 15.0, 0.485 * d, 0.515 * d))
+            verdicts.append(v)
+            state = replace(v.state, weights=Weights(speculative=49, baseline=51))  # the same gain each time
+        moves.append(len(changes(verdicts[3:])))
+    assert moves[0] <= 3  # only where a reading far from the rest says the best weight moved a lot
+    assert moves[1] == 37  # a steady demand: the same small gain is taken every time
+    assert "a move needs 0.01 %" in verdicts[-1].reason
+
+
+def test_the_weight_moves_by_at_most_the_step() -> None:
+    state = replace(start(100), recent_demand=(30.0,) * 6)
+    wide = decide(knobs(max_weight_step=100), KNEES, state, observed(0.0, 30.0, 0.0))
+    assert wide.weights == Weights(speculative=90, baseline=10)  # the span: 10 points a move
+    v = decide(knobs(max_weight_step=4), KNEES, state, observed(0.0, 30.0, 0.0))
+    assert v.action is Action.SET_WEIGHTS and v.weights == Weights(speculative=96, baseline=4)
+    assert "(best 90/10: step limited to 4 points)" in v.reason
+
+
+def test_crossing_the_50_50_line_waits_for_the_window_and_min_dwell() -> None:
+    # demand 4: everything belongs on the faster speculative pool; the baseline pool dominates now
+    k = knobs(max_weight_step=100, down_stabilization=60.0, min_dwell=0.0)
+    state = replace(start(30), recent_demand=(4.0,) * 6)
+    verdicts = []
+    for i in range(7):
+        v = decide(k, KNEES, state, observed(i * 15.0, 1.2, 2.8))
+        verdicts.append(v)
+        state = v.state
+    spec = [v.state.weights.speculative for v in verdicts if v.state.weights]
+    assert spec[:4] == [40, 49, 49, 49]  # up to the line, across it only once the wish lasted 60 s
+    assert "(best 100/0: towards Speculative for 0 s of the 60 s window)" in verdicts[0].reason
+    assert spec[4] == 100 and verdicts[4].state.mode is Mode.SPECULATIVE and verdicts[4].state.pending is None
+    # while it waits the wish (and so status) does not change
+    assert verdicts[1].state.pending == verdicts[2].state.pending == verdicts[3].state.pending is not None
+    # min dwell: the baseline pool became dominant 30 s ago, it stays so for 300 s
+    dwell = knobs(max_weight_step=100, min_dwell=300.0)
+    recent = replace(start(45, since=-30.0), last_switch=-30.0, recent_demand=(4.0,) * 6)
+    v = decide(dwell, KNEES, recent, observed(0.0, 1.8, 2.2))
+    assert v.weights == Weights(speculative=49, baseline=51) and "min dwell 300 s" in v.reason
+
+
+def test_the_open_loop_rules_decide_when_a_pool_is_not_observed() -> None:
+    k = knobs(hysteresis=0.0, max_weight_step=100)
+    blind = replace(observed(0.0, 10.0, 20.0), baseline=PoolSignal(ready_replicas=1))
+    v = decide(k, KNEES, start(100), blind)
+    assert v.weights == Weights(speculative=50, baseline=50) and "best split 10.0/20.0" in v.reason
+    assert "turnovers" not in v.reason
+
+
+def test_after_a_restart_the_policy_holds_until_it_has_read_the_noise() -> None:
+    # the readings live in memory: a restarted operator knows nothing of the noise and asks hysteresis x 1
+    k = knobs(max_weight_step=100)
+    state, verdicts = start(100), []
+    for i in range(3):
+        v = decide(k, KNEES, state, observed(i * 15.0, 30.0, 0.0))
+        verdicts.append(v)
+        state = v.state
+    assert [v.action for v in verdicts] == [Action.HOLD, Action.HOLD, Action.SET_WEIGHTS]
+    assert "over 1 readings: a move needs 10.00 %" in verdicts[0].reason
+
+
+def test_a_day_on_the_illustrative_profile_follows_the_load_in_a_closed_loop() -> None:
+    curves = profile_curves(ILLUSTRATIVE)
+    k = knobs(max_weight_step=25, min_dwell=60.0, down_stabilization=300.0)
+    state, c_spec, verdicts = start(100), 4.0, []
+    for demand in (4.0, 300.0, 4.0):
+        state, part, c_spec = plant(k, curves, state, demand, min(c_spec, demand), 240)
+        verdicts += part
+    peak = verdicts[479].state.weights
+    assert peak is not None and 30 <= peak.speculative <= 60  # the speculative GPUs keep a share at peak
+    assert state.weights == Weights(speculative=100, baseline=0)
+    assert len(changes(verdicts)) <= 40
