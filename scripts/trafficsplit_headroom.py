@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""TrafficSplit's headroom: what a predictive controller reading the same gauges as the operator's policy gets.
+"""TrafficSplit's headroom: what model-predictive controllers without the policy's knobs get from the same gauges.
 
-`specserve simulate` compares SpecServe's TrafficSplit policy with the optimum (the best weight schedule with
-perfect knowledge, weights free to move every second). This script asks where the gap comes from. Beside the usual
-rows it simulates model-predictive controllers that read what the policy reads every evaluation (the pools'
-requests in flight and the demand, averaged over the same query window, through the simulated Prometheus) and
-nothing of the future:
+SpecServe's TrafficSplit policy is itself a predictive controller (policy/predict.py: a horizon of 6 turnovers of
+the requests in flight, a tolerance of hysteresis x the demand's noise around its trend, the step bound, and the
+stabilization windows and min dwell at the 50/50 line). This script measures what its choices cost. Beside the
+usual rows it simulates the controllers it grew from, which read what the policy reads every evaluation (the
+pools' requests in flight and the demand, averaged over the same query window, through the simulated Prometheus)
+and nothing of the future:
 
 - for every speculative weight within --span points of the one in force, and 0 and 100, it predicts the tokens
   the pools serve over --horizon seconds if that weight stays, on the policy's curves, from the observed
@@ -14,8 +15,7 @@ nothing of the future:
   operator has no gauge for);
 - it moves to the best when that serves more than a tolerance over the weights in force. The plain controller's
   tolerance is fixed (--tolerance). The noise-aware one's grows with how much the last --readings demand
-  readings disagree: --noise x their relative standard deviation. A closed loop's demand holds between client
-  changes, so it moves on small gains; an open loop's wanders with every arrival, so it holds.
+  readings disagree: --noise x their relative standard deviation (around their mean, not their trend).
   Neither has a dead band, stabilization window, min dwell or step bound.
 
 It runs a closed-loop day (goodput, gain captured against the upper bound) and an open-loop day (latency gain

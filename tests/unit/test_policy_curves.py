@@ -108,10 +108,13 @@ def test_knobs_single_pool_strategies_have_no_baseline_replicas() -> None:
     assert k.startup_seconds == 300.0  # a timeout below the cap is the estimate
 
 
-def test_min_dwell_defaults_by_strategy_and_a_set_value_wins() -> None:
+def test_min_dwell_and_down_window_default_by_strategy_and_a_set_value_wins() -> None:
     # a Restart or Adaptive switch rolls pods; a TrafficSplit one only moves weights
-    assert knobs_from_spec(specserve(Strategy.TRAFFIC_SPLIT)).min_dwell == 60.0
-    assert knobs_from_spec(specserve(Strategy.RESTART)).min_dwell == 300.0
-    assert knobs_from_spec(specserve(Strategy.ADAPTIVE)).min_dwell == 300.0
+    for strategy, wait in ((Strategy.TRAFFIC_SPLIT, 60.0), (Strategy.RESTART, 300.0), (Strategy.ADAPTIVE, 300.0)):
+        k = knobs_from_spec(specserve(strategy))
+        assert (k.min_dwell, k.down_stabilization) == (wait, wait)
+    assert (
+        knobs_from_spec(specserve(Strategy.TRAFFIC_SPLIT, {"downStabilizationSeconds": 300})).down_stabilization == 300
+    )
     assert knobs_from_spec(specserve(Strategy.TRAFFIC_SPLIT, {"minDwellSeconds": 300})).min_dwell == 300.0
     assert knobs_from_spec(specserve(Strategy.RESTART, {"minDwellSeconds": 0})).min_dwell == 0.0

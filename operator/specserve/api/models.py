@@ -412,7 +412,15 @@ class SwitchingSpec(Model):
     )
     evaluation_interval_seconds: int = Field(default=15, ge=1, le=3600)
     up_stabilization_seconds: int = Field(default=0, ge=0, le=86400, description="Before moving to baseline.")
-    down_stabilization_seconds: int = Field(default=300, ge=0, le=86400, description="Before moving back.")
+    down_stabilization_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description=(
+            "Before moving back towards speculation. Unset: 300 for Restart and Adaptive, 60 for TrafficSplit "
+            "(before the speculative pool takes the larger weight again)."
+        ),
+    )
     min_dwell_seconds: int | None = Field(
         default=None,
         ge=0,
