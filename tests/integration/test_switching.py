@@ -78,13 +78,14 @@ async def test_weights_follow_demand_across_the_crossover_and_hold_without_metri
         assert settled is not None and 0 < settled <= high
         last = status(fake)["lastDecision"]
         assert last["action"] == "SetWeights" and last["applied"] is True and last["concurrency"] > 12
+        assert "over the next 6 turnovers" in last["reason"]  # the closed loop: both pools' loads were read
         assert status(fake)["load"]["concurrency"] > 12
         pools = {p["pool"]: p for p in status(fake)["load"]["pools"]}
         assert pools["speculative"]["ready"] == 1 and pools["baseline"]["ready"] == 1
         assert pools["speculative"]["acceptLength"] > 1 and "acceptLength" not in pools["baseline"]
         assert len(status(fake)["history"]) >= 2
 
-        # Oscillation inside the dead band: no switch at all.
+        # Oscillation the closed loop reads as noise (and the open loop's dead band would hold): no switch at all.
         decisions = len(status(fake)["history"])
         for level in (22, 26, 22, 26, 22, 26):
             await load.set(level)

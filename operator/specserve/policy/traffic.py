@@ -33,7 +33,17 @@ from dataclasses import replace
 
 from specserve.api.models import Mode, Weights
 from specserve.policy.curves import ModeCurves, crossover
-from specserve.policy.predict import HORIZON_TURNOVERS, best, forecasts, jitter, remember, tolerance
+from specserve.policy.predict import (
+    FLOOR,
+    HORIZON_TURNOVERS,
+    ROBUST_GAIN,
+    best,
+    forecasts,
+    holds_across,
+    jitter,
+    remember,
+    tolerance,
+)
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, PoolSignal, Sample
 from specserve.policy.weights import MODE_GAIN, crossing_gain, settle, weight_band
@@ -149,6 +159,11 @@ def reachable(knobs: Knobs, state: PolicyState, w: Weights, spec_weight: int, no
     return crossing and (state.last_switch is None or now - state.mode_since >= knobs.min_dwell)
 
 
+def wanted_side(pending: Pending) -> Mode | None:
+    """The pool a pending wish (or advice) would make dominant; None: it wants no weights."""
+    return dominant(weights_of(pending.weight)) if pending.weight is not None else None
+
+
 def crossing_wish(knobs: Knobs, state: PolicyState, w: Weights, ideal: int, now: float) -> tuple[Pending | None, str]:
     """The wish to move the dominant pool across the 50/50 line towards `ideal`, and what still holds it back
     ("" once its stabilization window has passed). A wish on the same side as before keeps its start and its
@@ -157,13 +172,12 @@ def crossing_wish(knobs: Knobs, state: PolicyState, w: Weights, ideal: int, now:
     if side is dominant(w):
         return None, ""
     previous = state.pending
-    kept = previous is not None and previous.since is not None and previous.weight is not None
-    if kept and previous is not None and previous.weight is not None and dominant(weights_of(previous.weight)) is side:
+    if previous is not None and previous.since is not None and wanted_side(previous) is side:
         wish = replace(previous, kind=PendingKind.WAITING)
     else:
         wish = Pending(PendingKind.WAITING, now, ideal)
     window = knobs.up_stabilization if side is Mode.BASELINE else knobs.down_stabilization
-    waited = now - (wish.since if wish.since is not None else now)
+    waited = now - wish.since if wish.since is not None else 0.0
     if waited >= window:
         return wish, ""
     return wish, f"towards {side} for {waited:.0f} s of the {window:.0f} s window"
@@ -205,8 +219,12 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
         f"{gain * 100:+.2f} % (the demand wanders {jitter(readings) * 100:.1f} % over {len(readings)} readings: "
         f"a move needs {needed * 100:.2f} %)"
     )
-    if top.weight == w.speculative or gain <= needed:
+    if top.weight == w.speculative or gain <= FLOOR:
         return hold(held, f"{told}: weights {show(w)} stay{limits}")
+    if gain <= needed:
+        if not holds_across(curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings):
+            return hold(held, f"{told}: weights {show(w)} stay{limits}")
+        told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
     new = weights_of(top.weight)
     after = replace(held, pending=None) if dominant(new) is not dominant(w) else held
     return set_weights(held, after, new, now, f"{told}: weights {show(w)} -> {show(new)}{limits}")
