@@ -145,9 +145,9 @@ def holds_across(
     slo: float | None,
     readings: tuple[float, ...],
 ) -> bool:
-    """Whether `target` serves more than `spec_weight` (by ROBUST_GAIN) from the observed loads scaled to the plausible
-    demands either side of them as well: a move that gains whatever the noise hides (light load on the faster
-    pool) needs no more than that, however noisy the demand."""
+    """Whether `target` serves more than `spec_weight` (by ROBUST_GAIN) from the observed loads scaled to the
+    plausible demands either side of them (the caller has the gain at the observed loads): a move that gains
+    whatever the noise hides (light load on the faster pool) needs no more than that, however noisy the demand."""
     spread = min(SPREAD_SIGMAS * jitter(readings), MAX_SPREAD)
     for factor in (1 - spread, 1 + spread):
         s, b = c_spec * factor, c_base * factor

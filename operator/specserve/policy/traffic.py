@@ -222,7 +222,8 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     if top.weight == w.speculative or gain <= FLOOR:
         return hold(held, f"{told}: weights {show(w)} stay{limits}")
     if gain <= needed:
-        if not holds_across(curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings):
+        everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
+        if gain <= ROBUST_GAIN or not holds_across(*everywhere):
             return hold(held, f"{told}: weights {show(w)} stay{limits}")
         told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
     new = weights_of(top.weight)
