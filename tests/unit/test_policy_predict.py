@@ -190,3 +190,15 @@ def test_light_noisy_load_still_goes_to_the_faster_pool() -> None:
         state = v.state
     assert state.weights == Weights(speculative=100, baseline=0)
     assert any("at every demand the noise leaves plausible" in v.reason for v in changes(verdicts))
+
+
+def test_a_light_load_is_not_split_off_one_pool_for_a_fraction_of_a_percent() -> None:
+    curves = profile_curves(ILLUSTRATIVE)
+    k = knobs(max_weight_step=25)
+    steady = (8.0,) * 6
+    # 8 in flight on two replicas: a second pool would serve 0.6 % more on paper (split.py: light load, one pool)
+    v = decide(k, curves, replace(start(100), recent_demand=steady), observed(0.0, 8.0, 0.0))
+    assert v.action is Action.HOLD and "leaving a pool idle needs 2 %" in v.reason
+    # heavier, the second pool's GPUs are worth it
+    v = decide(k, curves, replace(start(100), recent_demand=(60.0,) * 6), observed(0.0, 60.0, 0.0))
+    assert v.action is Action.SET_WEIGHTS and v.weights is not None and v.weights.speculative < 100

@@ -44,6 +44,7 @@ from specserve.policy.predict import (
     remember,
     tolerance,
 )
+from specserve.policy.split import TOKENS_TIE
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, PoolSignal, Sample
 from specserve.policy.weights import MODE_GAIN, crossing_gain, settle, weight_band
@@ -221,6 +222,10 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     )
     if top.weight == w.speculative or gain <= FLOOR:
         return hold(held, f"{told}: weights {show(w)} stay{limits}")
+    if w.speculative in (0, 100) and gain < TOKENS_TIE:
+        # an idle pool starts serving only for a gain: a light load split onto a second pool gains a fraction of
+        # a percent on paper, and the requests sent there run slower (split.py's light-load rule)
+        return hold(held, f"{told}: weights {show(w)} stay (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
     if gain <= needed:
         everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
         if gain <= ROBUST_GAIN or not holds_across(*everywhere):
