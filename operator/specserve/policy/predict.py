@@ -56,7 +56,7 @@ class Forecast:
 
     def gain_over(self, other: Forecast, slo: float | None) -> float:
         """How much more this serves than `other`, relative (goodput with an SLO, tokens/s without)."""
-        mine, theirs = (self.goodput, other.goodput) if slo is not None else (self.tokens, other.tokens)
+        mine, theirs = self.key(slo)[0], other.key(slo)[0]
         if theirs <= 0:
             return math.inf if mine > 0 else 0.0
         return mine / theirs - 1
@@ -90,8 +90,8 @@ def forecast(
 
 def horizon_of(curves: ModeCurves, c_spec: float, demand: float, n_spec: int, n_base: int) -> float | None:
     """HORIZON_TURNOVERS turnovers of the requests in flight at the observed loads (in τ); None: nothing served."""
-    rate = served(curves, c_spec, demand, n_spec, n_base).tokens_per_second
-    return HORIZON_TURNOVERS * demand / rate if rate > 0 and demand > 0 else None
+    tokens = served(curves, c_spec, demand, n_spec, n_base).tokens_per_second
+    return HORIZON_TURNOVERS * demand / tokens if tokens > 0 and demand > 0 else None
 
 
 def candidates(spec_weight: int) -> list[int]:

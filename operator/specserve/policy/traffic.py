@@ -123,6 +123,11 @@ def pending_target(pending: Pending | None) -> int | None:
     return pending.weight if pending is not None else None
 
 
+def dwelling(knobs: Knobs, state: PolicyState, now: float) -> bool:
+    """Whether the dominant mode is younger than min dwell (the first change has none before it)."""
+    return state.last_switch is not None and now - state.mode_since < knobs.min_dwell
+
+
 def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, now: float) -> tuple[int, str]:
     """The speculative weight one evaluation may move to on its way to `target` (the step bound, then min dwell),
     and what limited it, worded for the reason."""
@@ -130,8 +135,7 @@ def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, n
     if knobs.max_weight_step > 0:
         step = max(-knobs.max_weight_step, min(knobs.max_weight_step, step))
     new_spec = w.speculative + step
-    dwelling = state.last_switch is not None and now - state.mode_since < knobs.min_dwell
-    if dominant(weights_of(new_spec)) is not dominant(w) and dwelling:
+    if dominant(weights_of(new_spec)) is not dominant(w) and dwelling(knobs, state, now):
         line = SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
         began = now - state.mode_since
         return (
@@ -150,14 +154,18 @@ def in_flight(signal: PoolSignal | None) -> float | None:
     return signal.running + (signal.queued or 0.0)
 
 
+def beyond_step(knobs: Knobs, w: Weights, spec_weight: int) -> bool:
+    return knobs.max_weight_step > 0 and abs(spec_weight - w.speculative) > knobs.max_weight_step
+
+
 def reachable(knobs: Knobs, state: PolicyState, w: Weights, spec_weight: int, now: float, crossing: bool) -> bool:
     """Whether one evaluation may move the speculative weight from `w` to `spec_weight`: within the step bound, and
     on the dominant pool's side of the 50/50 line unless `crossing` (its window has passed) and min dwell allow."""
-    if knobs.max_weight_step > 0 and abs(spec_weight - w.speculative) > knobs.max_weight_step:
+    if beyond_step(knobs, w, spec_weight):
         return False
     if dominant(weights_of(spec_weight)) is dominant(w):
         return True
-    return crossing and (state.last_switch is None or now - state.mode_since >= knobs.min_dwell)
+    return crossing and not dwelling(knobs, state, now)
 
 
 def wanted_side(pending: Pending) -> Mode | None:
@@ -208,7 +216,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     gain, needed = top.gain_over(here, slo), tolerance(knobs.hysteresis, readings)
     limits = ""
     if ideal.weight != top.weight:
-        if knobs.max_weight_step > 0 and abs(ideal.weight - w.speculative) > knobs.max_weight_step:
+        if beyond_step(knobs, w, ideal.weight):
             why = f"step limited to {knobs.max_weight_step} points"
         elif waiting:
             why = waiting
@@ -220,16 +228,17 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
         f"{gain * 100:+.2f} % (the demand wanders {jitter(readings) * 100:.1f} % over {len(readings)} readings: "
         f"a move needs {needed * 100:.2f} %)"
     )
+    stay = f"{told}: weights {show(w)} stay"
     if top.weight == w.speculative or gain <= FLOOR:
-        return hold(held, f"{told}: weights {show(w)} stay{limits}")
+        return hold(held, stay + limits)
     if w.speculative in (0, 100) and gain < TOKENS_TIE:
         # an idle pool starts serving only for a gain: a light load split onto a second pool gains a fraction of
         # a percent on paper, and the requests sent there run slower (split.py's light-load rule)
-        return hold(held, f"{told}: weights {show(w)} stay (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
+        return hold(held, f"{stay} (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
     if gain <= needed:
         everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
         if gain <= ROBUST_GAIN or not holds_across(*everywhere):
-            return hold(held, f"{told}: weights {show(w)} stay{limits}")
+            return hold(held, stay + limits)
         told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
     new = weights_of(top.weight)
     after = replace(held, pending=None) if dominant(new) is not dominant(w) else held
