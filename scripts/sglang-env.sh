@@ -8,7 +8,8 @@
 #
 # Idempotent: an environment is rebuilt only when its lock file (tests/conformance/envs/sglang-<v>.txt) or its
 # shims changed; a cached run takes about a second. Each environment is installed with --no-deps from a complete
-# lock, so nothing pulls in SGLang's GPU dependencies (flashinfer, sglang-kernel, CUDA torch, ...).
+# lock, so nothing pulls in SGLang's GPU dependencies (flashinfer, sglang-kernel, CUDA torch, ...); torch itself is
+# an import-time stand-in (tests/conformance/envs/shims-common/torch).
 # To support another release: add it to operator/specserve/versions.py, add a lock file and its version to
 # VERSIONS below, and run the conformance suite (docs/sglang-versions.md).
 set -euo pipefail
@@ -38,7 +39,9 @@ fingerprint() {  # what the environment of version $1 is built from
   local v="$1"
   {
     cat "$locks/sglang-$v.txt"
-    if [ -d "$locks/shims-$v" ]; then find "$locks/shims-$v" -type f -name '*.py' | sort | xargs cat; fi
+    for shims in "$locks/shims-common" "$locks/shims-$v"; do
+      if [ -d "$shims" ]; then find "$shims" -type f -name '*.py' | sort | xargs cat; fi
+    done
     "$python_bin" --version
   } | sha256sum | cut -d' ' -f1
 }
@@ -68,11 +71,11 @@ build() {
   # locations that do not exist on this machine are noise and are dropped; errors still fail the build.
   "$dir/venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --only-binary=:all: \
     -r "$locks/sglang-$v.txt" 2> >(grep -v '^WARNING: Location' >&2)
-  if [ -d "$locks/shims-$v" ]; then
-    local site
-    site="$("$dir/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    cp -r "$locks/shims-$v/." "$site/"
-  fi
+  local site shims
+  site="$("$dir/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  for shims in "$locks/shims-common" "$locks/shims-$v"; do  # import-time stand-ins (torch, torchvision)
+    if [ -d "$shims" ]; then cp -r "$shims/." "$site/"; fi
+  done
   (cd "$dir" && "$dir/venv/bin/python" -c "$smoke_test" "$v")
   echo "$want" > "$dir/.built"
   echo "sglang-env: $v built in $((SECONDS - started)) s, $(du -sh "$dir" | cut -f1) on disk"
