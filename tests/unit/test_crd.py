@@ -188,7 +188,18 @@ SAMPLES: list[dict[str, Any]] = [
     ),
     with_(
         {"switching.curves": {"speculative": [{"concurrency": c, "tokensPerSecond": 1} for c in [*range(1, 64), 63]]}}
+    ),  # hostile curves: zero everywhere, one mode only
+    with_({"switching.curves": {"speculative": [{"concurrency": c, "tokensPerSecond": 0} for c in (1, 8)]}}),
+    with_({"switching.curves": {"baseline": [{"concurrency": c, "tokensPerSecond": 0} for c in (1, 8)]}}),
+    with_(
+        {
+            "switching.curves": {
+                "speculative": [{"concurrency": c, "tokensPerSecond": 0} for c in (1, 8)],
+                "baseline": [{"concurrency": c, "tokensPerSecond": 5} for c in (1, 8)],
+            }
+        }
     ),
+    with_({"switching.curves": {"speculative": [], "baseline": []}}),
 ]
 
 

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic.alias_generators import to_camel
 
 from specserve.api import k8s_rules
+from specserve.api.curves import CONCURRENCY_MAX, TOKENS_PER_SECOND_MAX, TPOT_SLO_MIN
 from specserve.versions import DEFAULT_VERSION, RELEASES
 
 GROUP = "specserve.io"
@@ -31,6 +32,9 @@ QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi
 # RFC 1123 label (names of Kubernetes objects we point at).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+# No control characters (newlines, escapes, NUL): these strings become engine flags, log lines and status text.
+PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
 ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
@@ -130,11 +134,26 @@ class SecretKeyRef(Model):
 
 
 class ModelSpec(Model):
-    path: str = Field(min_length=1, description="Model path in the cache or Hugging Face hub id.")
-    served_name: str | None = Field(
-        default=None, min_length=1, description="Name clients ask for (--served-model-name)."
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        pattern=PRINTABLE_PATTERN,
+        description="Model path in the cache or Hugging Face hub id.",
     )
-    revision: str | None = Field(default=None, min_length=1, description="Hub revision (branch, tag or commit).")
+    served_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=PRINTABLE_PATTERN,
+        description="Name clients ask for (--served-model-name).",
+    )
+    revision: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=PRINTABLE_PATTERN,
+        description="Hub revision (branch, tag or commit).",
+    )
     cache: ModelCache | None = Field(default=None, description="Volume that holds model weights.")
     hf_token_secret: SecretKeyRef | None = Field(
         default=None, description="Secret with a Hugging Face token, exposed as HF_TOKEN."
@@ -157,6 +176,8 @@ class SpeculativeSpec(Model):
     draft_model_path: str | None = Field(
         default=None,
         min_length=1,
+        max_length=4096,
+        pattern=PRINTABLE_PATTERN,
         description="--speculative-draft-model-path; required for EAGLE3, EAGLE and STANDALONE.",
     )
     num_steps: int = Field(default=3, ge=1, le=32, description="--speculative-num-steps.")
@@ -364,10 +385,21 @@ class MonitoringSpec(Model):
 
 # ------------------------------------------------------------------------------------------------- switching
 
+# Bounds on the switching numbers (api/curves.py): a value beyond them is a typo or an attack, and both the
+# API server (the schema's maximum) and the operator (pydantic) refuse it before any arithmetic overflows.
+# Infinity and NaN are refused by pydantic (allow_inf_nan=False); JSON cannot carry them to the API server.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
 
 class CurvePoint(Model):
-    concurrency: float = Field(gt=0)
-    tokens_per_second: float = Field(ge=0)
+    concurrency: Finite = Field(
+        gt=0, le=CONCURRENCY_MAX, description=f"Requests in flight per replica (at most {CONCURRENCY_MAX:g})."
+    )
+    tokens_per_second: Finite = Field(
+        ge=0,
+        le=TOKENS_PER_SECOND_MAX,
+        description=f"Total output tokens/s of one replica (at most {TOKENS_PER_SECOND_MAX:g}).",
+    )
 
 
 class Curves(Model):
@@ -396,12 +428,13 @@ class MetricsSource(Model):
 
 
 class SwitchingSpec(Model):
-    crossover_concurrency: float | None = Field(
+    crossover_concurrency: Finite | None = Field(
         default=None,
         gt=0,
-        description="Concurrency above which baseline serves more tokens/s; unset means from curves.",
+        le=CONCURRENCY_MAX,
+        description="Concurrency per replica above which baseline serves more tokens/s; unset means from curves.",
     )
-    hysteresis: float = Field(
+    hysteresis: Finite = Field(
         default=0.1,
         ge=0,
         lt=1,
@@ -433,22 +466,22 @@ class SwitchingSpec(Model):
     )
     max_restarts_per_day: int = Field(default=6, ge=0, le=1000, description="Restart strategy budget.")
     advisory: bool = Field(default=False, description="Record decisions in status without acting on them.")
-    calibrated_accept_length: float | None = Field(
+    calibrated_accept_length: Finite | None = Field(
         default=None,
-        gt=0,
+        ge=1,  # the accepted length counts the token the target model always adds: never below 1
         le=64,
         description=(
             "Mean accepted length the speculative pods reached when the curves were measured (bench's "
             "accept_length); the operator exports it so an alert fires when the live accept length collapses."
         ),
     )
-    tpot_slo_seconds: float | None = Field(
+    tpot_slo_seconds: Finite | None = Field(
         default=None,
-        gt=0,
+        ge=TPOT_SLO_MIN,
         le=60,
         description=(
             "Time-per-output-token goal of the clients, in seconds. With it the TrafficSplit policy maximises the "
-            "tokens served within it (goodput) instead of raw tokens/s."
+            f"tokens served within it (goodput) instead of raw tokens/s. At least {TPOT_SLO_MIN:g} (1 ms a token)."
         ),
     )
     initial_mode: Mode = Field(default=Mode.SPECULATIVE, description="Mode before the first decision.")

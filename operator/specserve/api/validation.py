@@ -13,6 +13,7 @@ from specserve.api import k8s_rules
 from specserve.api.models import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
+    PRINTABLE_PATTERN,
     QUANTITY_PATTERN,
     SpecServe,
     SpecServeSpec,
@@ -40,6 +41,7 @@ _TYPE_FIXES = {
     "int_type": "write a whole number without quotes, e.g. 2",
     "bool_type": "write true or false without quotes",
     "float_type": "write a number without quotes, e.g. 0.5",
+    "finite_number": "write a finite number (not .inf or .nan), e.g. 16",
     "string_type": 'quote it, e.g. "4"',
 }
 
@@ -48,6 +50,7 @@ _PATTERNS = {
     DNS_LABEL_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9 and '-', starting and ending alphanumeric)",
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9, '-' and '.')",
     r"^/": "must be an absolute path starting with /",
+    PRINTABLE_PATTERN: "may not contain control characters (newlines, tabs, escape sequences); remove them",
     r"^https?://": "must be an http:// or https:// URL",
     r"^[0-9]+$": "must be a batch size (a whole number such as 1, 8 or 32)",
     k8s_rules.LABEL_VALUE_PATTERN: "must be a label value: at most 63 alphanumerics, '-', '_' or '.', starting and "
