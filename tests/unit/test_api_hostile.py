@@ -93,7 +93,33 @@ STRINGS: list[tuple[dict[str, Any], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("patch", "field", "fix"), NUMBERS + STRINGS)
+SEL = "spec.switching.metrics.seriesSelector"
+SELECTORS: list[tuple[dict[str, Any], str, str]] = [
+    ({"switching.metrics": {"seriesSelector": 'a="b"}) or vector(1e9) or sum({x="y"'}}, SEL, "label matchers only"),
+    ({"switching.metrics": {"seriesSelector": 'namespace="$namespace"} or up{'}}, SEL, "label matchers only"),
+    ({"switching.metrics": {"seriesSelector": 'namespace="$namespace",__name__=~".+"'}}, SEL, "no reserved __"),
+    ({"switching.metrics": {"seriesSelector": "namespace=$namespace"}}, SEL, "double-quoted values"),
+    ({"switching.metrics": {"seriesSelector": 'namespace="kube-system",app="$name"'}}, SEL, "own namespace"),
+    ({"switching.metrics": {"seriesSelector": 'app="$name-$pool"'}}, SEL, 'add namespace="$namespace"'),
+    ({"switching.metrics": {"seriesSelector": 'namespace=~"$namespace|kube-system"'}}, SEL, "own namespace"),
+    ({"switching.metrics": {"seriesSelector": 'namespace="$namespace",app="$app"'}}, SEL, "only substitute"),
+]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        'kubernetes_namespace="$namespace",app="$name-$pool"',
+        'namespace = "$namespace" , app=~"x\\"y", pod!~"b"',
+        'namespace="$namespace",namespace!="kube-system",',
+    ],
+)
+def test_label_matchers_on_the_own_namespace_are_accepted(selector: str) -> None:
+    obj = parse_object(document(with_({"switching.metrics": {"seriesSelector": selector}})))
+    assert obj.spec.switching.metrics.series_selector == selector
+
+
+@pytest.mark.parametrize(("patch", "field", "fix"), NUMBERS + STRINGS + SELECTORS)
 def test_hostile_values_are_refused_with_the_field_and_the_fix(patch: dict[str, Any], field: str, fix: str) -> None:
     errors = refused(with_(patch))
     assert field in errors, errors

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
-
 import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 

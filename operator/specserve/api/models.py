@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from specserve.api import k8s_rules
+from specserve.api import k8s_rules, selector
 from specserve.api.curves import CONCURRENCY_MAX, TOKENS_PER_SECOND_MAX, TPOT_SLO_MIN
 from specserve.versions import DEFAULT_VERSION, RELEASES
 
@@ -51,6 +51,13 @@ def _label_key(key: str) -> str:
 
 def _hostname(value: str) -> str:
     problem = k8s_rules.hostname_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _series_selector(value: str) -> str:
+    problem = selector.syntax_problem(value)
     if problem:
         raise ValueError(problem)
     return value
@@ -414,15 +421,23 @@ class MetricsSource(Model):
         default="Prometheus", description="Read load from Prometheus, or scrape pods' /metrics directly."
     )
     prometheus_url: str | None = Field(default=None, pattern=r"^https?://", description="Defaults to the operator's.")
-    series_selector: str | None = Field(
+    series_selector: (
+        Annotated[
+            str,
+            # The schema carries the grammar; Python checks it too, with a message saying what is wrong.
+            Field(min_length=1, max_length=1024, json_schema_extra={"pattern": selector.SELECTOR_PATTERN}),
+            AfterValidator(_series_selector),
+        ]
+        | None
+    ) = Field(
         default=None,
-        min_length=1,
-        max_length=1024,
         description=(
             "PromQL label matchers that select one pool's engine series, for clusters that relabel differently "
             "from SpecServe's PodMonitor; $namespace, $name and $pool (speculative, baseline or engine) are "
-            'substituted, e.g. kubernetes_namespace="$namespace",app="$name-$pool". Unset: the PodMonitor\'s '
-            "labels (namespace, specserve_instance, specserve_pool), one grouped query for all SpecServes."
+            'substituted, e.g. kubernetes_namespace="$namespace",app="$name-$pool". Label matchers only (no '
+            'PromQL around them), and one must be <label>namespace="$namespace": the series of other namespaces '
+            "are not the SpecServe's to read. Unset: the PodMonitor's labels (namespace, specserve_instance, "
+            "specserve_pool), one grouped query for all SpecServes."
         ),
     )
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specserve.api import selector
 from specserve.api.curves import (
     MAX_CROSSINGS,
     ZERO_CURVE,
@@ -430,6 +431,15 @@ RULES: tuple[Rule, ...] = (
         message=ZERO_CURVE,
         cel=_cel_curve_serves("baseline"),
         holds=lambda s: _curve_serves(s, "baseline"),
+    ),
+    Rule(
+        field=selector.FIELD,
+        message=selector.SCOPE,
+        cel="!has(self.switching.metrics.seriesSelector) || "
+        f"self.switching.metrics.seriesSelector.matches('{selector.NAMESPACE_SCOPE}')",
+        holds=lambda s: (
+            s.switching.metrics.series_selector is None or selector.scoped(s.switching.metrics.series_selector)
+        ),
     ),
     Rule(
         field="spec.switching.curves",
