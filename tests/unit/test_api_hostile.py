@@ -4,21 +4,30 @@ and whatever is accepted renders and decides without an exception (a property te
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specserve.api.install_policy import InstallPolicy, check_install_policy, url_allowed
 from specserve.api.models import Mode
 from specserve.api.validation import InvalidSpecServe, parse_object
+from specserve.cli import main
+from specserve.config import OperatorConfig
+from specserve.metrics.promql import Windows, grouped_queries
 from specserve.policy.curves import curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
+from specserve.policy.pause import is_paused
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import PoolSignal, Sample
 from specserve.render import render
+from specserve.switching.sources import Sources
 from tests.unit.test_api import MINIMAL, with_
 
 
@@ -221,3 +230,101 @@ def test_any_switching_numbers_are_refused_by_field_or_render_and_decide(spec: d
         verdict = decide(knobs, curves, state, sample)
         assert verdict.mode in (Mode.SPECULATIVE, Mode.BASELINE)
         state = verdict.state
+
+
+# ------------------------------------------------------------------------------------------- Prometheus URLs
+
+URL = "spec.switching.metrics.prometheusUrl"
+OWN = "http://prometheus-operated.monitoring.svc:9090"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:hunter2@prometheus.monitoring:9090",
+        "http://token@prometheus.monitoring:9090",
+        "http://prometheus.monitoring:9090/?x=1",
+        "http://prometheus.monitoring:9090/#frag",
+        "http://prometheus monitoring:9090",
+    ],
+)
+def test_prometheus_urls_with_credentials_are_refused_by_the_schema(url: str) -> None:
+    errors = refused(with_({"switching.metrics": {"prometheusUrl": url}}))
+    assert "without credentials" in errors[URL]
+
+
+def url_spec(url: str) -> Any:
+    return parse_object(document(with_({"switching.metrics": {"prometheusUrl": url}}))).spec
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",  # the cloud metadata service
+        "http://metadata.google.internal/computeMetadata/v1",
+        "http://kubernetes.default.svc:443",
+        "https://prometheus-operated.monitoring.svc:9090",  # another scheme
+        "http://prometheus-operated.monitoring.svc:9091",  # another port
+        "http://prometheus-operated.monitoring.svc.evil.com:9090",
+    ],
+)
+def test_prometheus_urls_the_installation_does_not_list_are_refused(url: str) -> None:
+    policy = InstallPolicy(prometheus_urls=(OWN, "http://thanos.monitoring:10902/tenant-a"))
+    (error,) = check_install_policy(url_spec(url), policy)
+    assert error.field == URL
+    assert "is not a Prometheus this installation allows" in error.message and "allowedPrometheusUrls" in error.message
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        (OWN, True),
+        (OWN + "/", True),
+        ("HTTP://Prometheus-Operated.monitoring.svc:9090", True),
+        ("http://thanos.monitoring:10902/tenant-a", True),
+        ("http://thanos.monitoring:10902/tenant-a/sub", True),
+        ("http://thanos.monitoring:10902/tenant-ab", False),
+        ("http://thanos.monitoring:10902/", False),
+    ],
+)
+def test_allowed_prometheus_urls_compare_origin_and_path(url: str, ok: bool) -> None:
+    assert url_allowed(url, (OWN, "http://thanos.monitoring:10902/tenant-a")) is ok
+
+
+def test_the_operator_s_own_prometheus_is_always_allowed() -> None:
+    config = OperatorConfig(prometheus_url=OWN)
+    assert check_install_policy(url_spec(OWN), config.installation) == []
+    assert check_install_policy(url_spec("http://other:9090"), config.installation)
+
+
+def test_the_switching_loop_sends_nothing_to_a_url_not_allowed() -> None:
+    sources = Sources(installation=InstallPolicy(prometheus_urls=(OWN,)))
+    reader = sources.prometheus("http://169.254.169.254")
+    results = asyncio.run(reader.read(grouped_queries(Windows(30, 60))))
+    assert all(r.refused and r.error is not None and r.error.startswith("not sent: ") for r in results)
+    assert sources.prometheus(OWN) is sources.prometheus(OWN)  # allowed: a real client, kept
+
+
+def test_render_applies_the_prometheus_allow_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(document(with_({"switching.metrics": {"prometheusUrl": "http://169.254.169.254"}}))))
+    assert main(["render", str(path)]) == 1
+    assert URL in capsys.readouterr().err
+    assert main(["render", "--allow-prometheus-url", "http://169.254.169.254", str(path)]) == 0
+
+
+# ------------------------------------------------------------------------------------------------ annotations
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "on", "paused", "ture", ""])
+def test_a_paused_value_the_operator_does_not_know_is_refused_naming_the_accepted_ones(value: str) -> None:
+    """Issue 31: `specserve.io/paused: "yes"` silently paused nothing."""
+    errors = refused(MINIMAL, {"specserve.io/paused": value})
+    message = errors['metadata.annotations["specserve.io/paused"]']
+    assert '"true"' in message and '"false"' in message and "pauses nothing" in message
+
+
+@pytest.mark.parametrize(("value", "paused"), [("true", True), ("True", True), (" true ", True), ("false", False)])
+def test_the_documented_paused_values_are_accepted(value: str, paused: bool) -> None:
+    obj = parse_object(document(MINIMAL, {"specserve.io/paused": value}))
+    assert is_paused(obj.metadata.annotations) is paused

@@ -33,6 +33,8 @@ QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
+# An http(s) URL without user:password@ (credentials), query, fragment or whitespace.
+PROMETHEUS_URL_PATTERN = r"^https?://[^/?#@\s]+(/[^?#\s]*)?$"
 # No control characters (newlines, escapes, NUL): these strings become engine flags, log lines and status text.
 PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 
@@ -420,7 +422,14 @@ class MetricsSource(Model):
     source: Literal["Prometheus", "Direct"] = Field(
         default="Prometheus", description="Read load from Prometheus, or scrape pods' /metrics directly."
     )
-    prometheus_url: str | None = Field(default=None, pattern=r"^https?://", description="Defaults to the operator's.")
+    prometheus_url: str | None = Field(
+        default=None,
+        pattern=PROMETHEUS_URL_PATTERN,
+        max_length=2048,
+        description="Defaults to the operator's (--prometheus-url). Only a URL the installation allows (chart value "
+        "allowedPrometheusUrls); no credentials, query or fragment in it (credentials would be shown "
+        "wherever the URL is: status, events, logs).",
+    )
     series_selector: (
         Annotated[
             str,

@@ -8,7 +8,7 @@ agrees with its Python twin, so the two cannot drift apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -129,6 +129,27 @@ NAME_RULES: tuple[NameRule, ...] = (
 def check_name(name: str) -> list[FieldError]:
     """The metadata.name rules this SpecServe name breaks."""
     return [FieldError("metadata.name", r.message) for r in NAME_RULES if not r.holds(name)]
+
+
+# `kubectl specserve pause` sets it to "true"; resume removes it. Annotations are out of CEL's reach in a CRD, so the
+# operator checks the value: a value it does not know ("yes", "1", "on") would otherwise silently pause nothing.
+PAUSED_ANNOTATION = "specserve.io/paused"
+PAUSED_VALUES = ("true", "false")
+
+
+def check_annotations(annotations: Mapping[str, str]) -> list[FieldError]:
+    """The annotations of ours whose value the operator does not understand."""
+    value = annotations.get(PAUSED_ANNOTATION)
+    if value is None or value.strip().lower() in PAUSED_VALUES:
+        return []
+    return [
+        FieldError(
+            f'metadata.annotations["{PAUSED_ANNOTATION}"]',
+            f'is {value[:64]!r}, which pauses nothing: write "true" (switching paused) or "false" (switching on), '
+            "e.g. `kubectl specserve pause NAME` / `kubectl specserve resume NAME`; until then the operator "
+            "changes nothing for this SpecServe",
+        )
+    ]
 
 
 def _cel_list(items: tuple[str, ...]) -> str:

@@ -14,11 +14,12 @@ from specserve.api.models import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
     PRINTABLE_PATTERN,
+    PROMETHEUS_URL_PATTERN,
     QUANTITY_PATTERN,
     SpecServe,
     SpecServeSpec,
 )
-from specserve.api.rules import FieldError, check, check_name
+from specserve.api.rules import FieldError, check, check_annotations, check_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -51,7 +52,9 @@ _PATTERNS = {
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9, '-' and '.')",
     r"^/": "must be an absolute path starting with /",
     PRINTABLE_PATTERN: "may not contain control characters (newlines, tabs, escape sequences); remove them",
-    r"^https?://": "must be an http:// or https:// URL",
+    PROMETHEUS_URL_PATTERN: "must be an http:// or https:// URL without credentials (user:password@), query or "
+    "fragment, e.g. http://prometheus.monitoring:9090 (credentials in a URL show wherever it does: status, events, "
+    "logs)",
     r"^[0-9]+$": "must be a batch size (a whole number such as 1, 8 or 32)",
     k8s_rules.LABEL_VALUE_PATTERN: "must be a label value: at most 63 alphanumerics, '-', '_' or '.', starting and "
     "ending alphanumeric",
@@ -133,7 +136,7 @@ def parse_object(raw: Any) -> SpecServe:
         head = strict(SpecServe, {**raw, "spec": {"model": {"path": "-"}}})
     except ValidationError as exc:
         raise InvalidSpecServe(describe(exc, prefix="")) from None
-    errors = check_name(head.metadata.name)
+    errors = check_name(head.metadata.name) + check_annotations(head.metadata.annotations)
     if errors:
         raise InvalidSpecServe(errors)
     return head.model_copy(update={"spec": spec})
