@@ -328,3 +328,45 @@ def test_a_paused_value_the_operator_does_not_know_is_refused_naming_the_accepte
 def test_the_documented_paused_values_are_accepted(value: str, paused: bool) -> None:
     obj = parse_object(document(MINIMAL, {"specserve.io/paused": value}))
     assert is_paused(obj.metadata.annotations) is paused
+
+
+# ----------------------------------------------------------------------------------------------- deep nesting
+
+HEAD = "apiVersion: specserve.io/v1alpha1\nkind: SpecServe\nmetadata: {name: m}\nspec:\n  model: {path: x}\n"
+HEAD += "  speculative: {draftModelPath: d}\n  routing: {gateway: {name: gw}}\n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "field"),
+    [
+        ("  engine:\n    extraArgs: " + "[" * 200 + "1" + "]" * 200 + "\n", "spec.engine.extraArgs[0][0]"),
+        ("  engine:\n    extraArgs: " + "[" * 5000 + "1" + "]" * 5000 + "\n", "spec.engine.extraArgs"),
+        ("  switching:\n    metrics: " + "{a: " * 300 + "1" + "}" * 300 + "\n", "spec.switching.metrics.a.a"),
+        ("  switching:\n    metrics: " + "{a: " * 2000 + "1" + "}" * 2000 + "\n", "spec.switching.metrics.a.a"),
+    ],
+    ids=["list-200", "list-5000", "map-300", "map-2000"],
+)
+def test_a_deeply_nested_value_is_refused_naming_its_field(
+    tail: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: refused with a bare YAML (or JSON) line and column, and the whole spec echoed back."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(HEAD + tail)
+    assert main(["render", str(path)]) in (1, 2)
+    err = capsys.readouterr().err
+    assert f": {field}" in err and "nest" in err
+    assert len(err) < 600  # the field and the fix, not the document
+
+
+def test_the_operator_refuses_deep_nesting_by_field_too() -> None:
+    deep: Any = 1
+    for _ in range(100):
+        deep = {"a": deep}
+    errors = refused(with_({"switching.metrics": deep}))
+    (field,) = errors
+    assert field.startswith("spec.switching.metrics.a.a") and "levels deep" in errors[field]
+    deep_meta = document(MINIMAL)
+    deep_meta["metadata"]["extra"] = deep
+    with pytest.raises(InvalidSpecServe) as info:
+        parse_object(deep_meta)
+    assert info.value.errors[0].field.startswith("metadata.extra.a")

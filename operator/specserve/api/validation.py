@@ -113,10 +113,33 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+MAX_DEPTH = 16  # levels of nesting below .spec; the deepest field (a curve point's value) is 5
+
+
+def too_deep(raw: Any, prefix: str = "spec", limit: int = MAX_DEPTH) -> str | None:
+    """The path of the first value nested more than `limit` levels below `raw`, or None (iterative: no recursion
+    limit to hit, whatever the depth). The JSON parser behind validation would otherwise refuse it with a bare
+    line and column."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(raw, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, Mapping | list) and len(path) >= limit:
+            shown = "".join(path[:10]) + (f"... ({len(path)} levels)" if len(path) > 10 else "")
+            return prefix + shown
+        if isinstance(node, Mapping):
+            stack += [(v, (*path, f".{k}")) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(v, (*path, f"[{i}]")) for i, v in enumerate(node)]
+    return None
+
+
 def parse_spec(raw: Any) -> SpecServeSpec:
     """Validate a raw `.spec` (field rules, then cross-field rules); raises InvalidSpecServe."""
     if not isinstance(raw, Mapping):
         raise InvalidSpecServe([FieldError("spec", "must be a mapping with at least spec.model.path")])
+    if (deep := too_deep(raw)) is not None:
+        message = f"nests values more than {MAX_DEPTH} levels deep, which no SpecServe field does; remove the nesting"
+        raise InvalidSpecServe([FieldError(deep, message)])
     try:
         spec = strict(SpecServeSpec, raw)
     except ValidationError as exc:
@@ -132,6 +155,9 @@ def parse_object(raw: Any) -> SpecServe:
     if not isinstance(raw, Mapping):
         raise InvalidSpecServe([FieldError("(document)", "must be a SpecServe mapping, not " + type(raw).__name__)])
     spec = parse_spec(raw.get("spec"))
+    if (deep := too_deep({k: v for k, v in raw.items() if k != "spec"}, prefix="")) is not None:
+        message = f"nests values more than {MAX_DEPTH} levels deep; remove the nesting"
+        raise InvalidSpecServe([FieldError(deep.lstrip("."), message)])
     try:
         head = strict(SpecServe, {**raw, "spec": {"model": {"path": "-"}}})
     except ValidationError as exc:
