@@ -285,6 +285,9 @@ def test_prometheus_urls_the_installation_does_not_list_are_refused(url: str) ->
         ("http://thanos.monitoring:10902/tenant-a/sub", True),
         ("http://thanos.monitoring:10902/tenant-ab", False),
         ("http://thanos.monitoring:10902/", False),
+        ("http://thanos.monitoring:10902/tenant-a/../tenant-b", False),
+        ("http://thanos.monitoring:10902/tenant-a/%2e%2E/tenant-b", False),
+        ("http://thanos.monitoring:10902/tenant-a/./x", False),
     ],
 )
 def test_allowed_prometheus_urls_compare_origin_and_path(url: str, ok: bool) -> None:

@@ -15,7 +15,7 @@ cloud metadata address, a service in another namespace), so only the Prometheus 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from specserve.api.models import SpecServeSpec
 from specserve.api.rules import FieldError
@@ -53,6 +53,9 @@ def url_allowed(url: str, allowed: tuple[str, ...]) -> bool:
     (segment by segment). A URL with credentials, a query or a fragment is never allowed."""
     parts = urlsplit(url)
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        return False
+    # A dot segment (also percent-encoded) would climb out of an allowed path prefix once a server normalises it.
+    if any(unquote(segment) in (".", "..") for segment in parts.path.split("/")):
         return False
     mine = _origin_and_path(url)
     for entry in allowed:
