@@ -47,10 +47,16 @@ class OperatorConfig:
     max_concurrent_rolls: int | None = None
     api_timeout_seconds: float = 30.0  # one Kubernetes API request, per attempt
     read_timeout_seconds: float = 10.0  # a whole read (GET or LIST), its retries included
-    # Which host paths SpecServes may mount (check_install_policy; `--allow-host-path`): none by default.
+    # Which host paths SpecServes may mount (check_install_policy; `--allow-host-path`): none by default; which
+    # Prometheus URLs they may name (`--allow-prometheus-url`): see `installation`.
     install_policy: InstallPolicy = field(default_factory=InstallPolicy)
     api_connect_timeout_seconds: float = 5.0
     leader_election: LeaderElection | None = None  # None: act at once (one replica, local runs, tests)
+
+    @property
+    def installation(self) -> InstallPolicy:
+        """What SpecServes may do here: the install policy, with the operator's own Prometheus allowed."""
+        return self.install_policy.with_prometheus(self.prometheus_url)
 
     @property
     def clusterwide(self) -> bool:

@@ -101,7 +101,7 @@ class Dispatcher:
         latest = self.tracked.get(Registry.key(body))
         plain = latest.body if latest is not None else _plain(body)
         with telemetry.RECONCILE_SECONDS.time():
-            outcome = await reconcile(kube, plain, install=self.config.install_policy, rolls=self.rolls)
+            outcome = await reconcile(kube, plain, install=self.config.installation, rolls=self.rolls)
         # Read our own write from the server's answer, unless the watch delivered something newer meanwhile
         # (an event that arrived during the pass may be older than our write: the next pass must not see it).
         if outcome.stored is not None and latest is not None and not older(outcome.stored, latest.body):
@@ -300,7 +300,7 @@ class Dispatcher:
         """The switching loop and the resync loop, beside kopf; the failover's connections."""
         lane = getattr(memo["kube"], "lane", None)  # a KubeClient (tests may hand in a stand-in)
         self._lane = lane() if lane is not None else None
-        sources = Sources()
+        sources = Sources(installation=self.config.installation)  # queries only the Prometheus URLs allowed
 
         async def trigger(item: Tracked) -> None:
             await self.run_once(item.body, item.memo, log)  # the switching loop's decision: urgent

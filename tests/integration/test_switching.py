@@ -222,13 +222,15 @@ async def test_a_series_selector_prometheus_refuses_is_reported_with_its_message
 ) -> None:
     async with operator(prometheus.url) as running:
         body = switching_doc(kimi_doc)
-        body["spec"]["switching"]["metrics"] = {"seriesSelector": 'specserve_instance=~"($name"'}  # a bad regexp
+        body["spec"]["switching"]["metrics"] = {
+            "seriesSelector": 'namespace="$namespace",specserve_instance=~"($name"'
+        }  # a bad regexp
         fake.create(body)
         cond = await eventually(
             lambda: (c := condition(fake, "MetricsAvailable")).get("status") == "False" and c, what="the refusal"
         )
         assert cond["reason"] == "QueryRefused"
-        assert "error parsing regexp" in cond["message"]  # Prometheus' own words
+        assert "answered HTTP 400: the query was refused (bad_data)" in cond["message"]  # never the body
         assert "fix spec.switching.metrics.seriesSelector" in cond["message"]
         assert "lastDecision" not in status(fake)  # nothing switched
         # Posted right after the status write that set the condition.

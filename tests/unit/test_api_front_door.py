@@ -286,9 +286,13 @@ def points(*xs: float) -> list[dict[str, float]]:
     return [{"concurrency": x, "tokensPerSecond": 10 * x} for x in xs]
 
 
-@pytest.mark.parametrize("curve", [[], points(1, 2), points(1, 2.5, 8, 64)])
+@pytest.mark.parametrize("curve", [points(1, 2), points(1, 2.5, 8, 64)])
 def test_valid_curves(curve: list[dict[str, float]]) -> None:
     parse_spec(with_({"switching.curves": {"speculative": curve, "baseline": points(1, 4)}}))
+
+
+def test_empty_curves_are_no_curves() -> None:
+    parse_spec(with_({"switching.curves": {"speculative": [], "baseline": []}}))
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 from typing import Any
 
 import celpy
@@ -16,6 +17,7 @@ from celpy.adapter import json_to_cel
 from specserve.api.crd import crd
 from specserve.api.models import SpecServeSpec
 from specserve.api.rules import RULES
+from specserve.api.selector import syntax_problem
 from specserve.commands.crd import render_crd_yaml
 from tests.conftest import EXAMPLES, ROOT, load_yaml
 from tests.unit.test_api import MINIMAL, with_
@@ -188,7 +190,26 @@ SAMPLES: list[dict[str, Any]] = [
     ),
     with_(
         {"switching.curves": {"speculative": [{"concurrency": c, "tokensPerSecond": 1} for c in [*range(1, 64), 63]]}}
+    ),  # hostile curves: zero everywhere, one mode only
+    with_({"switching.curves": {"speculative": [{"concurrency": c, "tokensPerSecond": 0} for c in (1, 8)]}}),
+    with_({"switching.curves": {"baseline": [{"concurrency": c, "tokensPerSecond": 0} for c in (1, 8)]}}),
+    with_(
+        {
+            "switching.curves": {
+                "speculative": [{"concurrency": c, "tokensPerSecond": 0} for c in (1, 8)],
+                "baseline": [{"concurrency": c, "tokensPerSecond": 5} for c in (1, 8)],
+            }
+        }
     ),
+    with_({"switching.curves": {"speculative": [], "baseline": []}}),
+    # series selectors: scoped to the own namespace or not
+    with_({"switching.metrics": {"seriesSelector": 'namespace="$namespace",app="$name"'}}),
+    with_({"switching.metrics": {"seriesSelector": 'kubernetes_namespace = "$namespace"'}}),
+    with_({"switching.metrics": {"seriesSelector": 'app="$name",k8s_namespace="$namespace"'}}),
+    with_({"switching.metrics": {"seriesSelector": 'namespace="kube-system"'}}),
+    with_({"switching.metrics": {"seriesSelector": 'namespace=~"$namespace"'}}),
+    with_({"switching.metrics": {"seriesSelector": 'namespace!="$namespace"'}}),
+    with_({"switching.metrics": {"seriesSelector": 'app="x,namespace=\\"$namespace\\""'}}),
 ]
 
 
@@ -230,3 +251,21 @@ def test_every_rule_field_path_names_a_field_of_the_schema() -> None:
         for part in validation["fieldPath"].lstrip(".").split("."):
             node = node["properties"][part]
         assert "type" in node, validation["fieldPath"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'namespace="$namespace",app="$name"',
+        'a="b"}) or vector(1) or sum({x="y"',
+        'namespace="$namespace",__name__=~".+"',
+        'app=~"a\\"b",namespace="$namespace"',
+        "namespace=$namespace",
+        'app="unterminated',
+        'app="x" app="y"',
+    ],
+)
+def test_the_selector_pattern_the_api_server_checks_agrees_with_the_operator(text: str) -> None:
+    prop = schema()["properties"]["spec"]["properties"]["switching"]["properties"]["metrics"]["properties"]
+    pattern = prop["seriesSelector"]["pattern"]
+    assert (re.search(pattern, text) is not None) is (syntax_problem(text) is None), text

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
+import threading
+from typing import Any
 
 import aiohttp
 import pytest
@@ -11,6 +14,7 @@ from prometheus_client import generate_latest
 from specserve.api.validation import parse_object
 from specserve.metrics.direct import DirectSource, histogram_quantile, http_fetch, parse_scrape
 from specserve.metrics.promql import PoolKey, Signal, Windows
+from specserve.metrics.results import QueryResult
 from specserve.metrics.signal import PoolTarget, ReadTarget, Reason, index, read
 from specserve.switching.gather import pod_urls
 from specserve_tools.emulator.engine import EngineConfig, Mode
@@ -100,7 +104,48 @@ def test_a_failed_scrape_makes_its_pool_unknown() -> None:
 
     source = DirectSource(fetch, lambda: 1.0)
     results = asyncio.run(source.read({KEY: ["http://10.0.0.1:30000/metrics"]}, Windows(30, 60)))
-    assert all(r.error is not None and "garbage" in r.error for r in results)
+    assert all(r.error is not None and "ValueError" in r.error and "garbage" not in r.error for r in results)
+
+
+SECRET = "AKIA-SECRET-TOKEN"
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """A pod that answers its scrape with anything: a secret in the reason phrase and the body."""
+
+    def do_GET(self) -> None:
+        code = 500 if self.path.startswith("/fail") else 200
+        body = f"{SECRET} is not an exposition {{{{\n".encode()
+        self.send_response(code, f"Oops {SECRET}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("path", "says"), [("/fail", "answered HTTP 500"), ("/ok", "not the Prometheus text format")])
+def test_a_scrape_error_names_the_code_never_what_the_pod_answered(path: str, says: str) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+
+    async def scrape() -> list[QueryResult]:
+        async with aiohttp.ClientSession() as session:
+
+            async def fetch(u: str) -> str:
+                return await http_fetch(session, u, 5.0)
+
+            return await DirectSource(fetch, lambda: 1.0).read({KEY: [url]}, Windows(30, 60))
+
+    try:
+        results = asyncio.run(scrape())
+    finally:
+        server.shutdown()
+    for result in results:
+        assert result.error is not None and says in result.error, result.error
+        assert SECRET not in result.error
 
 
 def test_direct_reads_a_real_engine_over_http() -> None:

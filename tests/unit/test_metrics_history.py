@@ -59,7 +59,9 @@ def test_the_horizon_is_rounded_up_so_similar_specserves_share_queries() -> None
 
 
 def test_a_series_selector_gets_its_own_history_queries_per_pool() -> None:
-    queries = selector_history_queries('app="$name"', "llm", "kimi", ("engine",), Windows(30, 60), 900)
+    queries = selector_history_queries(
+        'namespace="$namespace",app="$name"', "llm", "kimi", ("engine",), Windows(30, 60), 900
+    )
     assert len(queries) == len(HISTORY_SIGNALS)
     assert all(q.key == PoolKey("llm", "kimi", "engine") and 'app="kimi"' in q.promql for q in queries)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import math
-from typing import Any
+import threading
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
+import pytest
 import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
@@ -37,13 +41,16 @@ def test_a_keyed_vector_belongs_to_its_pool() -> None:
     assert result.values == {key: 2.5}
 
 
-def test_prometheus_error_extracts_its_own_message_and_whether_it_refused() -> None:
+def test_prometheus_error_names_the_code_and_a_fixed_reason_never_the_body() -> None:
     body = b'{"status":"error","errorType":"bad_data","error":"parse error at char 5: unexpected \\"}\\""}'
     exc = PrometheusApiClientException(f"HTTP Status Code 400 ({body!r})")
     message, refused = prometheus_error(exc)
-    assert message == 'parse error at char 5: unexpected "}"'
+    assert message == "answered HTTP 400: the query was refused (bad_data)"
     assert refused
-    assert prometheus_error(PrometheusApiClientException("HTTP Status Code 503 (b'down')")) == ("down", False)
+    down = PrometheusApiClientException("HTTP Status Code 503 (b'down: the secret is hunter2')")
+    assert prometheus_error(down) == ("answered HTTP 503: service unavailable", False)
+    teapot = PrometheusApiClientException('HTTP Status Code 418 (b\'{"errorType": "hunter2"}\')')
+    assert prometheus_error(teapot) == ("answered HTTP 418: unexpected answer", True)
 
 
 class _Client:
@@ -85,5 +92,81 @@ def test_a_refused_query_does_not_stop_the_others() -> None:
     client = Refusing()
     source = PrometheusSource("http://p:9090", client=client)
     results = source.read_sync([Query(Signal.RUNNING, "bad{"), Query(Signal.QUEUED, "good")])
-    assert results[0].refused and results[0].error == "Prometheus at http://p:9090: bad matcher"
+    assert (
+        results[0].refused
+        and results[0].error == "Prometheus at http://p:9090 answered HTTP 400: the query was refused"
+    )
     assert results[1].error is None and len(client.calls) == 2
+
+
+# ------------------------------------------------------------------- whatever answers, only a typed error comes back
+
+SECRET = "AKIA-SECRET-TOKEN"
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """A `prometheusUrl` that answers anything: the path after the host picks the answer."""
+
+    answers: ClassVar[dict[str, tuple[int, str, dict[str, str]]]] = {
+        "/scalar": (200, '{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}', {}),
+        "/nodata": (200, '{"status":"success","metadata":{"' + SECRET + '":1}}', {}),
+        "/list": (200, "[1, 2, 3]", {}),
+        "/text": (200, "ami-id\ninstance-id\n" + SECRET, {}),
+        "/badsample": (200, '{"status":"success","data":{"result":[{"value":"' + SECRET + '"}]}}', {}),
+        "/badnumber": (200, '{"status":"success","data":{"result":[{"value":[1,"' + SECRET + '"]}]}}', {}),
+        "/string": (200, '{"status":"success","data":{"result":"' + SECRET + '"}}', {}),
+        "/error500": (500, SECRET, {}),
+        "/error400": (400, '{"status":"error","errorType":"bad_data","error":"' + SECRET + '"}', {}),
+        "/error403": (403, "<html>" + SECRET + "</html>", {}),
+        "/redirect": (302, "", {"Location": "http://169.254.169.254/latest/meta-data/"}),
+    }
+
+    def do_GET(self) -> None:
+        prefix = "/" + self.path.split("/")[1]
+        code, body, headers = self.answers[prefix]
+        self.send_response(code)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def hostile_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/scalar", "answered something else than a vector"),
+        ("/nodata", "answered garbage (KeyError)"),
+        ("/list", "answered garbage (TypeError)"),
+        ("/text", "answered garbage (not JSON)"),
+        ("/badsample", "answered something else than a vector"),
+        ("/badnumber", "answered something else than a vector"),
+        ("/string", "answered something else than a vector"),
+        ("/error500", "answered HTTP 500: server error"),
+        ("/error400", "answered HTTP 400: the query was refused (bad_data)"),
+        ("/error403", "answered HTTP 403: access forbidden"),
+        ("/redirect", "answered a redirect (not followed)"),
+    ],
+)
+def test_any_answer_becomes_a_typed_error_without_the_body(hostile_url: str, path: str, says: str) -> None:
+    """Issue 31: a 200 with JSON that is not a vector raised KeyError out of the client and ended every round;
+    a non-2xx body was copied into the author's status and events."""
+    source = PrometheusSource(hostile_url + path, timeout=5.0)
+    results = source.read_sync(grouped_queries(Windows(30, 60))[:2])
+    assert len(results) == 2
+    for result in results:
+        assert result.error is not None and says in result.error, result.error
+        assert SECRET not in result.error and "169.254" not in result.error
+        assert result.values == {}

@@ -65,7 +65,7 @@ def test_a_series_selector_gives_the_specserve_its_own_queries_per_pool() -> Non
 
 def test_a_selector_with_an_unknown_placeholder_names_the_field() -> None:
     with pytest.raises(SelectorError, match=r"spec\.switching\.metrics\.seriesSelector"):
-        render_selector('app="$app"', "llm", "kimi", "engine")
+        render_selector('namespace="$namespace",app="$app"', "llm", "kimi", "engine")
 
 
 def test_the_series_count_counts_pods_not_series() -> None:
@@ -76,7 +76,22 @@ def test_the_series_count_counts_pods_not_series() -> None:
     )
     own = [
         q
-        for q in selector_queries('app="$name"', "llm", "a", ("engine",), Windows(30, 60))
+        for q in selector_queries('namespace="$namespace",app="$name"', "llm", "a", ("engine",), Windows(30, 60))
         if q.signal is Signal.SERIES
     ]
-    assert own[0].promql == 'count (count by (instance) (sglang:num_running_reqs{app="a"}))'
+    assert own[0].promql == 'count (count by (instance) (sglang:num_running_reqs{namespace="llm",app="a"}))'
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'a="b"}) or vector(1e9) or sum({x="y"',  # closes the matcher and injects PromQL
+        'namespace="kube-system",app="$name"',  # another namespace
+        'app="$name"',  # no namespace at all: every namespace
+        'namespace=~".*"',  # a regexp is no scope
+    ],
+)
+def test_only_label_matchers_on_the_specserve_s_namespace_become_promql(template: str) -> None:
+    """The API refuses these; the query builder refuses them again, so no text but matchers is ever sent."""
+    with pytest.raises(SelectorError, match=r"spec\.switching\.metrics\.seriesSelector"):
+        selector_queries(template, "llm", "kimi", ("engine",), Windows(30, 60))

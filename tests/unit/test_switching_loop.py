@@ -364,7 +364,7 @@ async def test_three_failed_rounds_turn_metrics_unavailable_once_and_recovery_cl
 
 
 async def test_a_refused_selector_names_prometheus_message_and_the_field(kimi_doc: dict[str, Any]) -> None:
-    w = make_world(kimi_doc, seriesSelector='app="$name"')
+    w = make_world(kimi_doc, seriesSelector='namespace="$namespace",app="$name"')
     w.prom.error, w.prom.refused = "Prometheus at http://prom:9090: parse error: unexpected }", True
     for t in (100, 105, 110):
         await w.round_at(t)

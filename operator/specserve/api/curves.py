@@ -14,12 +14,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MIN_POINTS = 2  # one point has no slope: the policy could not interpolate between modes
+# Bounds a measured curve stays within (the API's schema carries them too): far beyond any engine, yet small
+# enough that sums and products over a curve's points stay finite (1.7e308 tokens/s overflows the first sum).
+CONCURRENCY_MAX = 100_000.0  # requests in flight per replica
+TOKENS_PER_SECOND_MAX = 1e9  # output tokens/s of one replica
+TPOT_SLO_MIN = 0.001  # s per output token: 1000 tokens/s per stream, faster than any engine decodes
+# Measured curves cross once, or a few times where noise meets the crossover; more crossings are not a
+# measurement, and every crossing flips a threshold rule: refused (`specserve calibrate` smooths noise away).
+MAX_CROSSINGS = 8
 
 
-def curve_problem(points: Sequence[tuple[float, float]]) -> str | None:
-    """Why (concurrency, tokens/s) `points` are not a usable curve, or None. Empty is valid (no curve): the
-    policy then uses the crossover alone. Otherwise: at least two points, finite, concurrency > 0 and strictly
-    increasing (as calibrate writes them, so a hand edit that reorders or repeats a point is caught),
+def shape_problem(points: Sequence[tuple[float, float]]) -> str | None:
+    """Why (concurrency, tokens/s) `points` do not have a curve's shape, or None. Empty is valid (no curve):
+    the policy then uses the crossover alone. Otherwise: at least two points, finite, concurrency > 0 and
+    strictly increasing (as calibrate writes them, so a hand edit that reorders or repeats a point is caught),
     tokens/s >= 0."""
     if not points:
         return None
@@ -33,6 +41,32 @@ def curve_problem(points: Sequence[tuple[float, float]]) -> str | None:
     for (x0, _), (x1, _) in itertools.pairwise(points):
         if x1 <= x0:
             return f"concurrency must strictly increase from point to point, but {x1:g} follows {x0:g}"
+    return None
+
+
+def serves_nothing(points: Sequence[tuple[float, float]]) -> bool:
+    """A non-empty curve at 0 tokens/s everywhere: no measurement (a failed bench), and no ratio to decide by."""
+    return bool(points) and all(y == 0 for _, y in points)
+
+
+ZERO_CURVE = "serves 0 tokens/s at every point (a failed measurement); re-run `specserve bench` and calibrate"
+
+
+def curve_problem(points: Sequence[tuple[float, float]]) -> str | None:
+    """Why `points` are not a usable curve, or None: its shape (`shape_problem`), values within the bounds
+    above, and not zero everywhere. What the operator accepts as spec.switching.curves and what `specserve
+    calibrate` writes."""
+    problem = shape_problem(points)
+    if problem is not None:
+        return problem
+    for x, y in points:
+        if x > CONCURRENCY_MAX or y > TOKENS_PER_SECOND_MAX:
+            return (
+                f"has the point ({x:g}, {y:g}); concurrency must be at most {CONCURRENCY_MAX:g} and "
+                f"tokensPerSecond at most {TOKENS_PER_SECOND_MAX:g}"
+            )
+    if serves_nothing(points):
+        return ZERO_CURVE
     return None
 
 

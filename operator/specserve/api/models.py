@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from specserve.api import k8s_rules
+from specserve.api import k8s_rules, selector
+from specserve.api.curves import CONCURRENCY_MAX, TOKENS_PER_SECOND_MAX, TPOT_SLO_MIN
 from specserve.versions import DEFAULT_VERSION, RELEASES
 
 GROUP = "specserve.io"
@@ -32,6 +33,11 @@ QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
+# An http(s) URL without user:password@ (credentials), query, fragment or whitespace.
+PROMETHEUS_URL_PATTERN = r"^https?://[^/?#@\s]+(/[^?#\s]*)?$"
+# No control characters (newlines, escapes, NUL): these strings become engine flags, log lines and status text.
+PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
 ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
 
@@ -47,6 +53,13 @@ def _label_key(key: str) -> str:
 
 def _hostname(value: str) -> str:
     problem = k8s_rules.hostname_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _series_selector(value: str) -> str:
+    problem = selector.syntax_problem(value)
     if problem:
         raise ValueError(problem)
     return value
@@ -130,11 +143,26 @@ class SecretKeyRef(Model):
 
 
 class ModelSpec(Model):
-    path: str = Field(min_length=1, description="Model path in the cache or Hugging Face hub id.")
-    served_name: str | None = Field(
-        default=None, min_length=1, description="Name clients ask for (--served-model-name)."
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        pattern=PRINTABLE_PATTERN,
+        description="Model path in the cache or Hugging Face hub id.",
     )
-    revision: str | None = Field(default=None, min_length=1, description="Hub revision (branch, tag or commit).")
+    served_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=PRINTABLE_PATTERN,
+        description="Name clients ask for (--served-model-name).",
+    )
+    revision: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=PRINTABLE_PATTERN,
+        description="Hub revision (branch, tag or commit).",
+    )
     cache: ModelCache | None = Field(default=None, description="Volume that holds model weights.")
     hf_token_secret: SecretKeyRef | None = Field(
         default=None, description="Secret with a Hugging Face token, exposed as HF_TOKEN."
@@ -157,6 +185,8 @@ class SpeculativeSpec(Model):
     draft_model_path: str | None = Field(
         default=None,
         min_length=1,
+        max_length=4096,
+        pattern=PRINTABLE_PATTERN,
         description="--speculative-draft-model-path; required for EAGLE3, EAGLE and STANDALONE.",
     )
     num_steps: int = Field(default=3, ge=1, le=32, description="--speculative-num-steps.")
@@ -364,10 +394,21 @@ class MonitoringSpec(Model):
 
 # ------------------------------------------------------------------------------------------------- switching
 
+# Bounds on the switching numbers (api/curves.py): a value beyond them is a typo or an attack, and both the
+# API server (the schema's maximum) and the operator (pydantic) refuse it before any arithmetic overflows.
+# Infinity and NaN are refused by pydantic (allow_inf_nan=False); JSON cannot carry them to the API server.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
 
 class CurvePoint(Model):
-    concurrency: float = Field(gt=0)
-    tokens_per_second: float = Field(ge=0)
+    concurrency: Finite = Field(
+        gt=0, le=CONCURRENCY_MAX, description=f"Requests in flight per replica (at most {CONCURRENCY_MAX:g})."
+    )
+    tokens_per_second: Finite = Field(
+        ge=0,
+        le=TOKENS_PER_SECOND_MAX,
+        description=f"Total output tokens/s of one replica (at most {TOKENS_PER_SECOND_MAX:g}).",
+    )
 
 
 class Curves(Model):
@@ -381,27 +422,43 @@ class MetricsSource(Model):
     source: Literal["Prometheus", "Direct"] = Field(
         default="Prometheus", description="Read load from Prometheus, or scrape pods' /metrics directly."
     )
-    prometheus_url: str | None = Field(default=None, pattern=r"^https?://", description="Defaults to the operator's.")
-    series_selector: str | None = Field(
+    prometheus_url: str | None = Field(
         default=None,
-        min_length=1,
-        max_length=1024,
+        pattern=PROMETHEUS_URL_PATTERN,
+        max_length=2048,
+        description="Defaults to the operator's (--prometheus-url). Only a URL the installation allows (chart value "
+        "allowedPrometheusUrls); no credentials, query or fragment in it (credentials would be shown "
+        "wherever the URL is: status, events, logs).",
+    )
+    series_selector: (
+        Annotated[
+            str,
+            # The schema carries the grammar; Python checks it too, with a message saying what is wrong.
+            Field(min_length=1, max_length=1024, json_schema_extra={"pattern": selector.SELECTOR_PATTERN}),
+            AfterValidator(_series_selector),
+        ]
+        | None
+    ) = Field(
+        default=None,
         description=(
             "PromQL label matchers that select one pool's engine series, for clusters that relabel differently "
             "from SpecServe's PodMonitor; $namespace, $name and $pool (speculative, baseline or engine) are "
-            'substituted, e.g. kubernetes_namespace="$namespace",app="$name-$pool". Unset: the PodMonitor\'s '
-            "labels (namespace, specserve_instance, specserve_pool), one grouped query for all SpecServes."
+            'substituted, e.g. kubernetes_namespace="$namespace",app="$name-$pool". Label matchers only (no '
+            'PromQL around them), and one must be <label>namespace="$namespace": the series of other namespaces '
+            "are not the SpecServe's to read. Unset: the PodMonitor's labels (namespace, specserve_instance, "
+            "specserve_pool), one grouped query for all SpecServes."
         ),
     )
 
 
 class SwitchingSpec(Model):
-    crossover_concurrency: float | None = Field(
+    crossover_concurrency: Finite | None = Field(
         default=None,
         gt=0,
-        description="Concurrency above which baseline serves more tokens/s; unset means from curves.",
+        le=CONCURRENCY_MAX,
+        description="Concurrency per replica above which baseline serves more tokens/s; unset means from curves.",
     )
-    hysteresis: float = Field(
+    hysteresis: Finite = Field(
         default=0.1,
         ge=0,
         lt=1,
@@ -433,22 +490,22 @@ class SwitchingSpec(Model):
     )
     max_restarts_per_day: int = Field(default=6, ge=0, le=1000, description="Restart strategy budget.")
     advisory: bool = Field(default=False, description="Record decisions in status without acting on them.")
-    calibrated_accept_length: float | None = Field(
+    calibrated_accept_length: Finite | None = Field(
         default=None,
-        gt=0,
+        ge=1,  # the accepted length counts the token the target model always adds: never below 1
         le=64,
         description=(
             "Mean accepted length the speculative pods reached when the curves were measured (bench's "
             "accept_length); the operator exports it so an alert fires when the live accept length collapses."
         ),
     )
-    tpot_slo_seconds: float | None = Field(
+    tpot_slo_seconds: Finite | None = Field(
         default=None,
-        gt=0,
+        ge=TPOT_SLO_MIN,
         le=60,
         description=(
             "Time-per-output-token goal of the clients, in seconds. With it the TrafficSplit policy maximises the "
-            "tokens served within it (goodput) instead of raw tokens/s."
+            f"tokens served within it (goodput) instead of raw tokens/s. At least {TPOT_SLO_MIN:g} (1 ms a token)."
         ),
     )
     initial_mode: Mode = Field(default=Mode.SPECULATIVE, description="Mode before the first decision.")

@@ -8,11 +8,20 @@ agrees with its Python twin, so the two cannot drift apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specserve.api.curves import curve_problem
+from specserve.api import selector
+from specserve.api.curves import (
+    MAX_CROSSINGS,
+    ZERO_CURVE,
+    Curve,
+    CurveError,
+    crossings,
+    serves_nothing,
+    shape_problem,
+)
 from specserve.api.k8s_rules import (
     DNS_1035_LABEL_PATTERN,
     PATH_FORBIDDEN,
@@ -122,6 +131,27 @@ def check_name(name: str) -> list[FieldError]:
     return [FieldError("metadata.name", r.message) for r in NAME_RULES if not r.holds(name)]
 
 
+# `kubectl specserve pause` sets it to "true"; resume removes it. Annotations are out of CEL's reach in a CRD, so the
+# operator checks the value: a value it does not know ("yes", "1", "on") would otherwise silently pause nothing.
+PAUSED_ANNOTATION = "specserve.io/paused"
+PAUSED_VALUES = ("true", "false")
+
+
+def check_annotations(annotations: Mapping[str, str]) -> list[FieldError]:
+    """The annotations of ours whose value the operator does not understand."""
+    value = annotations.get(PAUSED_ANNOTATION)
+    if value is None or value.strip().lower() in PAUSED_VALUES:
+        return []
+    return [
+        FieldError(
+            f'metadata.annotations["{PAUSED_ANNOTATION}"]',
+            f'is {value[:64]!r}, which pauses nothing: write "true" (switching paused) or "false" (switching on), '
+            "e.g. `kubectl specserve pause NAME` / `kubectl specserve resume NAME`; until then the operator "
+            "changes nothing for this SpecServe",
+        )
+    ]
+
+
 def _cel_list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
 
@@ -169,7 +199,22 @@ def _cel_curve(mode: str) -> str:
 
 def _curve_ok(spec: SpecServeSpec, mode: str) -> bool:
     curves = spec.switching.curves
-    return curves is None or curve_problem(_points(getattr(curves, mode))) is None
+    return curves is None or shape_problem(_points(getattr(curves, mode))) is None
+
+
+def _cel_curve_serves(mode: str) -> str:
+    c = f"self.switching.curves.{mode}"
+    return f"!has(self.switching.curves) || size({c}) == 0 || {c}.exists(p, p.tokensPerSecond > 0)"
+
+
+def _curve_serves(spec: SpecServeSpec, mode: str) -> bool:
+    curves = spec.switching.curves
+    return curves is None or not serves_nothing(_points(getattr(curves, mode)))
+
+
+def _both_or_neither(spec: SpecServeSpec) -> bool:
+    curves = spec.switching.curves
+    return curves is None or (not curves.speculative) == (not curves.baseline)
 
 
 _CURVE_MESSAGE = (
@@ -396,16 +441,68 @@ RULES: tuple[Rule, ...] = (
         cel=_cel_curve("baseline"),
         holds=lambda s: _curve_ok(s, "baseline"),
     ),
+    Rule(
+        field="spec.switching.curves.speculative",
+        message=ZERO_CURVE,
+        cel=_cel_curve_serves("speculative"),
+        holds=lambda s: _curve_serves(s, "speculative"),
+    ),
+    Rule(
+        field="spec.switching.curves.baseline",
+        message=ZERO_CURVE,
+        cel=_cel_curve_serves("baseline"),
+        holds=lambda s: _curve_serves(s, "baseline"),
+    ),
+    Rule(
+        field=selector.FIELD,
+        message=selector.SCOPE,
+        cel="!has(self.switching.metrics.seriesSelector) || "
+        f"self.switching.metrics.seriesSelector.matches('{selector.NAMESPACE_SCOPE}')",
+        holds=lambda s: (
+            s.switching.metrics.series_selector is None or selector.scoped(s.switching.metrics.series_selector)
+        ),
+    ),
+    Rule(
+        field="spec.switching.curves",
+        message="needs points for both modes (speculative and baseline): the policy compares the two, and a curve "
+        "for one mode only would be ignored; add the other mode's points (`specserve calibrate` writes both) or "
+        "remove curves",
+        cel="!has(self.switching.curves) || "
+        "(size(self.switching.curves.speculative) == 0) == (size(self.switching.curves.baseline) == 0)",
+        holds=_both_or_neither,
+    ),
 )
 
 # Resource names whose requests and limits the user sets (GPUs are rendered equal on both sides).
 _RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("ephemeral_storage", "ephemeral-storage"))
 
 
+def crossing_problem(spec: SpecServeSpec) -> FieldError | None:
+    """Curves that cross more than MAX_CROSSINGS times (interpolation has no CEL twin: the operator checks it)."""
+    curves = spec.switching.curves
+    if curves is None or not curves.speculative or not curves.baseline:
+        return None
+    try:
+        found = crossings(Curve.from_points(_points(curves.speculative)), Curve.from_points(_points(curves.baseline)))
+    except CurveError:
+        return None  # the shape rules report it
+    if len(found) <= MAX_CROSSINGS:
+        return None
+    return FieldError(
+        "spec.switching.curves",
+        f"the speculative and baseline curves cross {len(found)} times (at most {MAX_CROSSINGS}): that is noise, "
+        "not a measurement, and each crossing would flip the decision; re-run `specserve bench` with more "
+        "requests per level and `specserve calibrate` (it smooths the curves), or remove the noisy points",
+    )
+
+
 def python_only(spec: SpecServeSpec) -> list[FieldError]:
     """Rules without a CEL twin. Requests vs limits needs Kubernetes' quantity() CEL library, which the CEL
-    interpreter the tests check twins with does not have; the API server refuses the Deployment instead."""
+    interpreter the tests check twins with does not have; the API server refuses the Deployment instead.
+    The curves' crossings need interpolation."""
     errors = []
+    if (crossed := crossing_problem(spec)) is not None:
+        errors.append(crossed)
     requests, limits = spec.engine.resources.requests, spec.engine.resources.limits
     for attr, name in _RESOURCES:
         request, limit = getattr(requests, attr), getattr(limits, attr)

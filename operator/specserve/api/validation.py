@@ -13,11 +13,13 @@ from specserve.api import k8s_rules
 from specserve.api.models import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
+    PRINTABLE_PATTERN,
+    PROMETHEUS_URL_PATTERN,
     QUANTITY_PATTERN,
     SpecServe,
     SpecServeSpec,
 )
-from specserve.api.rules import FieldError, check, check_name
+from specserve.api.rules import FieldError, check, check_annotations, check_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,6 +42,7 @@ _TYPE_FIXES = {
     "int_type": "write a whole number without quotes, e.g. 2",
     "bool_type": "write true or false without quotes",
     "float_type": "write a number without quotes, e.g. 0.5",
+    "finite_number": "write a finite number (not .inf or .nan), e.g. 16",
     "string_type": 'quote it, e.g. "4"',
 }
 
@@ -48,7 +51,10 @@ _PATTERNS = {
     DNS_LABEL_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9 and '-', starting and ending alphanumeric)",
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name (a-z, 0-9, '-' and '.')",
     r"^/": "must be an absolute path starting with /",
-    r"^https?://": "must be an http:// or https:// URL",
+    PRINTABLE_PATTERN: "may not contain control characters (newlines, tabs, escape sequences); remove them",
+    PROMETHEUS_URL_PATTERN: "must be an http:// or https:// URL without credentials (user:password@), query or "
+    "fragment, e.g. http://prometheus.monitoring:9090 (credentials in a URL show wherever it does: status, events, "
+    "logs)",
     r"^[0-9]+$": "must be a batch size (a whole number such as 1, 8 or 32)",
     k8s_rules.LABEL_VALUE_PATTERN: "must be a label value: at most 63 alphanumerics, '-', '_' or '.', starting and "
     "ending alphanumeric",
@@ -107,10 +113,33 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+MAX_DEPTH = 16  # levels of nesting below .spec; the deepest field (a curve point's value) is 5
+
+
+def too_deep(raw: Any, prefix: str = "spec", limit: int = MAX_DEPTH) -> str | None:
+    """The path of the first value nested more than `limit` levels below `raw`, or None (iterative: no recursion
+    limit to hit, whatever the depth). The JSON parser behind validation would otherwise refuse it with a bare
+    line and column."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(raw, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, Mapping | list) and len(path) >= limit:
+            shown = "".join(path[:10]) + (f"... ({len(path)} levels)" if len(path) > 10 else "")
+            return prefix + shown
+        if isinstance(node, Mapping):
+            stack += [(v, (*path, f".{k}")) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(v, (*path, f"[{i}]")) for i, v in enumerate(node)]
+    return None
+
+
 def parse_spec(raw: Any) -> SpecServeSpec:
     """Validate a raw `.spec` (field rules, then cross-field rules); raises InvalidSpecServe."""
     if not isinstance(raw, Mapping):
         raise InvalidSpecServe([FieldError("spec", "must be a mapping with at least spec.model.path")])
+    if (deep := too_deep(raw)) is not None:
+        message = f"nests values more than {MAX_DEPTH} levels deep, which no SpecServe field does; remove the nesting"
+        raise InvalidSpecServe([FieldError(deep, message)])
     try:
         spec = strict(SpecServeSpec, raw)
     except ValidationError as exc:
@@ -126,11 +155,14 @@ def parse_object(raw: Any) -> SpecServe:
     if not isinstance(raw, Mapping):
         raise InvalidSpecServe([FieldError("(document)", "must be a SpecServe mapping, not " + type(raw).__name__)])
     spec = parse_spec(raw.get("spec"))
+    if (deep := too_deep({k: v for k, v in raw.items() if k != "spec"}, prefix="")) is not None:
+        message = f"nests values more than {MAX_DEPTH} levels deep; remove the nesting"
+        raise InvalidSpecServe([FieldError(deep.lstrip("."), message)])
     try:
         head = strict(SpecServe, {**raw, "spec": {"model": {"path": "-"}}})
     except ValidationError as exc:
         raise InvalidSpecServe(describe(exc, prefix="")) from None
-    errors = check_name(head.metadata.name)
+    errors = check_name(head.metadata.name) + check_annotations(head.metadata.annotations)
     if errors:
         raise InvalidSpecServe(errors)
     return head.model_copy(update={"spec": spec})

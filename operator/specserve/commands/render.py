@@ -32,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-host-path-write", action="store_true", help="accept read-write host paths (readOnly: false)"
     )
+    parser.add_argument(
+        "--allow-prometheus-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="accept switching.metrics.prometheusUrl under this URL, as `specserve run` does (repeatable; default "
+        "none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     manifests = []
     failed = False
-    policy = InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write)
+    policy = InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write, tuple(args.allow_prometheus_url))
     for index, document in enumerate(documents):
         where = f"{args.file} document {index + 1}" if len(documents) > 1 else args.file
         try:

@@ -95,6 +95,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let SpecServes mount model.cache.hostPath under this directory (repeatable; default: none)",
     )
     parser.add_argument("--allow-host-path-write", action="store_true", help="let allowed host paths mount read-write")
+    parser.add_argument(
+        "--allow-prometheus-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="let SpecServes name this Prometheus (and paths under it) in switching.metrics.prometheusUrl "
+        "(repeatable; default: only --prometheus-url)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -128,7 +136,9 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         api_timeout_seconds=args.api_timeout_seconds,
         read_timeout_seconds=args.read_timeout_seconds,
         leader_election=_leader_election(args),
-        install_policy=InstallPolicy(tuple(args.allow_host_path), args.allow_host_path_write),
+        install_policy=InstallPolicy(
+            tuple(args.allow_host_path), args.allow_host_path_write, tuple(args.allow_prometheus_url)
+        ),
     )
 
 

@@ -12,6 +12,7 @@ It yields the same QueryResults as Prometheus, so the rest of the signal path is
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -25,6 +26,8 @@ from specserve.metrics.results import QueryResult
 
 Fetch = Callable[[str], Awaitable[str]]
 Bucket = tuple[float, float]  # (upper bound, cumulative count)
+
+log = logging.getLogger(__name__)
 
 TTFT = "sglang:time_to_first_token_seconds_bucket"
 TPOT = "sglang:request_time_per_output_token_seconds_bucket"
@@ -42,6 +45,10 @@ class Scrape:
     gen_throughput: float | None = None
     ttft: tuple[Bucket, ...] = ()
     tpot: tuple[Bucket, ...] = ()
+
+
+class NoLoadSeriesError(ValueError):
+    """The exposition parsed but has no load gauge (our own fixed words)."""
 
 
 def parse_scrape(text: str) -> Scrape:
@@ -65,7 +72,7 @@ def parse_scrape(text: str) -> Scrape:
         return sum(values) / len(values) if values else None
 
     if "sglang:num_running_reqs" not in sums:
-        raise ValueError("no sglang:num_running_reqs in the exposition (is --enable-metrics set?)")
+        raise NoLoadSeriesError("no sglang:num_running_reqs in the exposition (is --enable-metrics set?)")
     return Scrape(
         running=sums["sglang:num_running_reqs"],
         queued=sums.get("sglang:num_queue_reqs", 0.0),
@@ -205,11 +212,24 @@ class DirectSource:
         self.scrapes_sent = 0
 
     async def _scrape(self, url: str) -> Scrape | str:
+        """One pod's Scrape, or why not: the status code and a fixed reason, never what the pod answered (its
+        reason phrase and body go to no status or event)."""
         self.scrapes_sent += 1
         try:
-            return parse_scrape(await self._fetch(url))
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            return f"scraping {url}: {type(exc).__name__}: {exc}"
+            text = await self._fetch(url)
+        except aiohttp.ClientResponseError as exc:
+            return f"scraping {url}: answered HTTP {exc.status}"
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+            return f"scraping {url}: {type(exc).__name__}"
+        except Exception as exc:  # the I/O edge: one pod's answer must not end the round
+            log.warning("scraping %s: unexpected %s", url, type(exc).__name__, exc_info=True)
+            return f"scraping {url}: failed unexpectedly ({type(exc).__name__})"
+        try:
+            return parse_scrape(text)
+        except NoLoadSeriesError as exc:
+            return f"scraping {url}: {exc}"
+        except (ValueError, KeyError, TypeError, IndexError, OverflowError):
+            return f"scraping {url}: the answer is not the Prometheus text format"
 
     async def read(self, pods: Mapping[PoolKey, Sequence[str]], windows: Windows) -> list[QueryResult]:
         """pods: the /metrics URLs of each pool's pods. A failed scrape makes its pool unknown."""

@@ -3,14 +3,11 @@ queries run in one worker thread, each with a timeout and no retries (the next e
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import contextlib
-import json
+import logging
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -21,46 +18,82 @@ from specserve.metrics.promql import SERIES_INSTANCE, SERIES_NAMESPACE, SERIES_P
 from specserve.metrics.results import QueryResult
 
 DEFAULT_TIMEOUT = 5.0
+log = logging.getLogger(__name__)
+
+
+# Prometheus' own errorType values (its HTTP API) and what we say for each: a fixed text, never the body.
+_ERROR_TYPES = {
+    "bad_data": "the query was refused (bad_data)",
+    "execution": "the query failed to execute (execution)",
+    "timeout": "the query timed out (timeout)",
+    "canceled": "the query was canceled (canceled)",
+    "internal": "Prometheus had an internal error (internal)",
+    "unavailable": "Prometheus is unavailable (unavailable)",
+    "not_found": "no such endpoint (not_found)",
+}
+_STATUS_REASONS = {
+    400: "the query was refused",
+    401: "authentication required",
+    403: "access forbidden",
+    404: "no Prometheus query API at this URL",
+    422: "the query could not be executed",
+    429: "too many requests",
+    503: "service unavailable",
+}
 
 
 def prometheus_error(exc: PrometheusApiClientException) -> tuple[str, bool]:
-    """Prometheus' own message from a non-200 answer, and whether it refused the query (4xx)."""
+    """What a non-2xx answer means, and whether the server refused the query (4xx). Only the status code and a
+    fixed reason, never the body: the URL is the SpecServe author's, the operator reaches networks the author
+    cannot, and status and events are the author's to read (a body copied there would read back whatever
+    answered, e.g. a cloud metadata service). Prometheus' errorType, one of a fixed set, picks the reason."""
     text = str(exc)
     status = re.search(r"HTTP Status Code (\d+)", text)
     code = int(status.group(1)) if status else 0
-    # The client formats the body as a bytes repr: "HTTP Status Code 400 (b'{...}')".
-    body = re.search(r"\((b(['\"]).*\2)\)$", text, re.S)
-    message = text
-    if body:
-        try:
-            raw = ast.literal_eval(body.group(1))
-        except (ValueError, SyntaxError):
-            raw = body.group(1).encode()
-        message = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-        # Not Prometheus' JSON (a proxy's page): the text as it came.
-        with contextlib.suppress(ValueError, AttributeError):
-            message = str(json.loads(message).get("error") or message)
-    return message, 400 <= code < 500
+    error_type = re.search(r"errorType\\?[\"']\s*:\s*\\?[\"']([a-z_]+)", text)
+    if error_type and error_type.group(1) in _ERROR_TYPES:
+        reason = _ERROR_TYPES[error_type.group(1)]
+    elif code in _STATUS_REASONS:
+        reason = _STATUS_REASONS[code]
+    else:
+        reason = "server error" if code >= 500 else "unexpected answer"
+    return f"answered HTTP {code or 'error'}: {reason}", 400 <= code < 500
 
 
-def parse_vector(query: Query, data: list[dict[str, Any]]) -> QueryResult:
-    """An instant vector -> values by pool (pure). Grouped queries name the pool in the labels."""
+class NotAVectorError(ValueError):
+    """The answer parsed as JSON but is not an instant vector (not a Prometheus, or another API)."""
+
+
+def parse_vector(query: Query, data: object) -> QueryResult:
+    """An instant vector -> values by pool (pure). Grouped queries name the pool in the labels. Anything that is
+    not a list of {metric, value: [time, "number"]} raises NotAVectorError (the answer is garbage)."""
+    if not isinstance(data, list):
+        raise NotAVectorError(f"the result is a {type(data).__name__}, not an instant vector")
     values: dict[PoolKey, float] = {}
     time: float | None = None
     for item in data:
-        stamp, raw = item["value"]
-        time = float(stamp)
-        value = float(raw)  # "NaN" parses to nan and stays nan
+        try:
+            stamp, raw = item["value"]
+            time, value = float(stamp), float(raw)  # "NaN" parses to nan and stays nan
+            labels = item.get("metric") or {}
+        except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
+            raise NotAVectorError("a sample is not [time, value]") from None
         if query.key is not None:
             values[query.key] = value
             continue
-        labels = item.get("metric") or {}
         try:
-            key = PoolKey(labels[SERIES_NAMESPACE], labels[SERIES_INSTANCE], labels[SERIES_POOL])
-        except KeyError:
+            key = PoolKey(str(labels[SERIES_NAMESPACE]), str(labels[SERIES_INSTANCE]), str(labels[SERIES_POOL]))
+        except (KeyError, TypeError):
             continue  # a series without our labels belongs to no SpecServe
         values[key] = value
     return QueryResult(query, values, time)
+
+
+def _no_redirects() -> requests.Session:
+    """A session that follows no redirect: an allowed URL must not bounce a query to one that is not."""
+    session = requests.Session()
+    session.max_redirects = 0
+    return session
 
 
 class PrometheusSource:
@@ -68,21 +101,36 @@ class PrometheusSource:
         self.url = url
         self.timeout = timeout
         self.queries_sent = 0  # for benchmarks and tests
-        self._client = client or PrometheusConnect(url=url, retry=Retry(total=0), timeout=math.ceil(timeout))
+        self._client = client or PrometheusConnect(
+            url=url, retry=Retry(total=0), timeout=math.ceil(timeout), session=_no_redirects()
+        )
 
     def _one(self, query: Query) -> QueryResult:
+        """One query's result; every failure is a QueryResult with an error (load unknown), never an exception:
+        whatever the URL answers, the round goes on for every other SpecServe."""
         self.queries_sent += 1
         try:
-            data = self._client.custom_query(query.promql, params={"timeout": f"{self.timeout:g}s"})
+            return parse_vector(
+                query, self._client.custom_query(query.promql, params={"timeout": f"{self.timeout:g}s"})
+            )
         except PrometheusApiClientException as exc:
             message, refused = prometheus_error(exc)
-            return QueryResult(query, error=f"Prometheus at {self.url}: {message}", refused=refused)
+            return QueryResult(query, error=f"Prometheus at {self.url} {message}", refused=refused)
+        except requests.JSONDecodeError:
+            return QueryResult(query, error=f"Prometheus at {self.url} answered garbage (not JSON)")
+        except requests.TooManyRedirects:
+            return QueryResult(query, error=f"Prometheus at {self.url} answered a redirect (not followed)")
         except requests.RequestException as exc:
             kind = "timed out" if isinstance(exc, requests.Timeout) else "unreachable"
             return QueryResult(query, error=f"Prometheus at {self.url} {kind}: {type(exc).__name__}")
-        except ValueError as exc:  # not JSON: not a Prometheus
-            return QueryResult(query, error=f"Prometheus at {self.url} answered garbage: {exc}")
-        return parse_vector(query, data)
+        except NotAVectorError as exc:
+            return QueryResult(query, error=f"Prometheus at {self.url} answered something else than a vector: {exc}")
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, UnicodeError) as exc:
+            # Not JSON, or JSON without data.result (the client indexes it blindly): not a Prometheus.
+            return QueryResult(query, error=f"Prometheus at {self.url} answered garbage ({type(exc).__name__})")
+        except Exception as exc:  # the I/O edge: a third-party client must not end the round
+            log.warning("Prometheus at %s: unexpected %s", self.url, type(exc).__name__, exc_info=True)
+            return QueryResult(query, error=f"Prometheus at {self.url} failed unexpectedly ({type(exc).__name__})")
 
     def read_sync(self, queries: Sequence[Query]) -> list[QueryResult]:
         results = []

@@ -15,13 +15,15 @@ import string
 from dataclasses import dataclass
 from enum import StrEnum
 
+from specserve.api import selector
+
 # The labels of the engine series in Prometheus (the PodMonitor relabels them), not the objects' (specserve.layout).
 SERIES_NAMESPACE = "namespace"
 SERIES_INSTANCE = "specserve_instance"
 SERIES_POOL = "specserve_pool"
 GROUP_LABELS = (SERIES_NAMESPACE, SERIES_INSTANCE, SERIES_POOL)
 DEFAULT_MATCHERS = f'{SERIES_INSTANCE}!=""'
-SELECTOR_FIELD = "spec.switching.metrics.seriesSelector"
+SELECTOR_FIELD = selector.FIELD
 
 
 class Signal(StrEnum):
@@ -136,6 +138,10 @@ class SelectorError(ValueError):
 
 
 def render_selector(template: str, namespace: str, name: str, pool: str) -> str:
+    """The matchers for one pool. The API refused any other selector already; checked again here, where the
+    text becomes PromQL, so that nothing but label matchers on the SpecServe's namespace is ever sent."""
+    if (problem := selector.selector_problem(template)) is not None:
+        raise SelectorError(f"{SELECTOR_FIELD}: {problem}")
     try:
         return string.Template(template).substitute(namespace=namespace, name=name, pool=pool)
     except (KeyError, ValueError) as exc:

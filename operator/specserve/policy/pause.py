@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import Protocol
 
 from specserve.api.models import Strategy
+from specserve.api.rules import PAUSED_ANNOTATION
 from specserve.policy.curves import ModeCurves
 from specserve.policy.traffic import failover
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 
-PAUSED_ANNOTATION = "specserve.io/paused"
 PAUSED_REASON = "Paused"
 PAUSED_MESSAGE = f"switching is paused ({PAUSED_ANNOTATION}=true): no change except failover off a dead pool"
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import aiohttp
 
 from specserve import telemetry
+from specserve.api.install_policy import InstallPolicy, prometheus_url_problem
 from specserve.metrics.direct import DirectSource, http_fetch
 from specserve.metrics.prometheus import DEFAULT_TIMEOUT, PrometheusSource
 from specserve.metrics.promql import PoolKey, Query, Windows
@@ -23,6 +24,17 @@ class _Counted:
         return await self.source.read(queries)
 
 
+class _Refused:
+    """A Prometheus URL the installation does not allow: every query fails unsent (the reconcile reports the field
+    as invalid; this keeps the switching loop from sending anything there meanwhile)."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    async def read(self, queries: Sequence[Query]) -> list[QueryResult]:
+        return [QueryResult(q, error=f"not sent: {self.problem}", refused=True) for q in queries]
+
+
 class _CountedDirect:
     def __init__(self, source: DirectSource) -> None:
         self.source = source
@@ -33,8 +45,10 @@ class _CountedDirect:
 
 
 class Sources:
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, installation: InstallPolicy | None = None) -> None:
+        """installation: the Prometheus URLs queries may go to; None: any (tests and tools)."""
         self.timeout = timeout
+        self.installation = installation
         self._prometheus: dict[str, _Counted] = {}
         self._session: aiohttp.ClientSession | None = None
         self._direct = _CountedDirect(DirectSource(self._fetch, time.time))
@@ -44,7 +58,9 @@ class Sources:
             self._session = aiohttp.ClientSession()
         return await http_fetch(self._session, url, self.timeout)
 
-    def prometheus(self, url: str) -> _Counted:
+    def prometheus(self, url: str) -> _Counted | _Refused:
+        if self.installation is not None and (problem := prometheus_url_problem(url, self.installation)):
+            return _Refused(problem)
         if url not in self._prometheus:
             self._prometheus[url] = _Counted(PrometheusSource(url, self.timeout))
         return self._prometheus[url]
