@@ -153,6 +153,19 @@ def test_alerts_imply_the_servicemonitor_they_read() -> None:
     assert not any(o["kind"] == "ServiceMonitor" for o in helm_template({}, api_versions=[SERVICE_MONITOR]))
 
 
+def test_the_implied_servicemonitor_carries_the_labels_the_alerts_prometheus_selects() -> None:
+    values = {"alerts.enabled": "true", "alerts.labels.release": "kps", "metrics.serviceMonitor.labels.team": "ml"}
+    objs = helm_template(values, api_versions=[PROMETHEUS_RULE, SERVICE_MONITOR])
+    monitor = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    rule = _rule(objs)
+    assert rule is not None and rule["metadata"]["labels"]["release"] == "kps"
+    assert monitor["metadata"]["labels"]["release"] == "kps" and monitor["metadata"]["labels"]["team"] == "ml"
+    # The ServiceMonitor's own value wins where both name a label.
+    objs = helm_template({**values, "metrics.serviceMonitor.labels.release": "other"}, api_versions=[SERVICE_MONITOR])
+    monitor = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "other"
+
+
 def test_alerts_without_the_metrics_service_are_refused() -> None:
     proc = run_helm_template({"alerts.enabled": "true", "metrics.service.enabled": "false"})
     assert proc.returncode != 0
