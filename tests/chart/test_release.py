@@ -124,6 +124,11 @@ def test_the_chart_packages_with_the_tags_versions_and_runbook_links(tmp_path: P
     urls = {r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]}
     prefix = "https://github.com/specserve/specserve/blob/v0.2.0/docs/runbooks/"
     assert urls and all(u.startswith(prefix) for u in urls), urls
+    # A user's own runbook copy still replaces them in the released chart.
+    wiki = parse_docs(run([*args, "--set", "alerts.runbookBaseUrl=https://wiki.example/rb"]).stdout)
+    rule = next(o for o in wiki if o["kind"] == "PrometheusRule")
+    urls = {r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert urls and all(u.startswith("https://wiki.example/rb/") for u in urls), urls
     deployment = next(o for o in objs if o["kind"] == "Deployment")
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == "ghcr.io/specserve/specserve-operator:0.2.0"
