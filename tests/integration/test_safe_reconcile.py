@@ -381,6 +381,7 @@ async def test_a_single_replica_pool_warns_before_its_unavoidable_restart(fake: 
     assert warned and acted, (warned, acted)
     assert warned[0] < acted[0]  # the Warning event is posted before the pod is restarted
     assert "off the air" in requests[warned[0]].body["message"]
+
     # The restart itself is named (Progressing PlannedRestart): the alerts tell it from an outage.
     def reasons(r: Any) -> set[str]:
         return {c.get("reason") for c in ((r.body or {}).get("status") or {}).get("conditions") or []}
