@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.chartlib import CHART, REPO, helm_template
+from tests.chart.chartlib import CHART, REPO, helm_template, run, set_args, tool
 
 RULES = CHART / "rules" / "specserve-alerts.yaml"
 RULE_TESTS = REPO / "tests" / "rules" / "specserve-alerts.test.yaml"
@@ -63,6 +63,15 @@ def test_every_alert_has_a_runbook_and_a_severity() -> None:
         assert runbook.is_file(), f"{runbook} is missing"
         assert alert["alert"] in runbook.read_text().splitlines()[0]
         assert alert["labels"]["severity"] in ("critical", "warning")
+
+
+def run_helm_template(values: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run([tool("helm"), "template", "ops", str(CHART), "--namespace", "specserve-system", *set_args(values)],
+               check=False)  # fmt: skip
+
+
+def run_helm(args: list[str]) -> str:
+    return run([tool("helm"), *args]).stdout
 
 
 def _rule(objs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -127,3 +136,61 @@ def test_the_values_schema_knows_every_alert_name() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     enum = schema["properties"]["alerts"]["properties"]["disabled"]["items"]["enum"]
     assert sorted(enum) == sorted(a["alert"] for a in _alerts())
+
+
+SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
+
+
+def test_alerts_imply_the_servicemonitor_they_read() -> None:
+    """SpecServeOperatorDown is an absent() over the ServiceMonitor's job: alerts without it page for ever."""
+    objs = helm_template({"alerts.enabled": "true"}, api_versions=[PROMETHEUS_RULE, SERVICE_MONITOR])
+    monitor = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    rule = _rule(objs)
+    assert rule is not None
+    down = next(r for g in rule["spec"]["groups"] for r in g["rules"] if r["alert"] == "SpecServeOperatorDown")
+    assert down["expr"] == 'absent(up{job="ops-specserve-metrics"} == 1)'
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "metrics"
+    assert not any(o["kind"] == "ServiceMonitor" for o in helm_template({}, api_versions=[SERVICE_MONITOR]))
+
+
+def test_the_implied_servicemonitor_carries_the_labels_the_alerts_prometheus_selects() -> None:
+    values = {"alerts.enabled": "true", "alerts.labels.release": "kps", "metrics.serviceMonitor.labels.team": "ml"}
+    objs = helm_template(values, api_versions=[PROMETHEUS_RULE, SERVICE_MONITOR])
+    monitor = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    rule = _rule(objs)
+    assert rule is not None and rule["metadata"]["labels"]["release"] == "kps"
+    assert monitor["metadata"]["labels"]["release"] == "kps" and monitor["metadata"]["labels"]["team"] == "ml"
+    # The ServiceMonitor's own value wins where both name a label.
+    objs = helm_template({**values, "metrics.serviceMonitor.labels.release": "other"}, api_versions=[SERVICE_MONITOR])
+    monitor = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "other"
+
+
+def test_alerts_without_the_metrics_service_are_refused() -> None:
+    proc = run_helm_template({"alerts.enabled": "true", "metrics.service.enabled": "false"})
+    assert proc.returncode != 0
+    assert "alerts.enabled need metrics.service.enabled" in proc.stderr
+
+
+def test_operator_down_does_not_page_critical() -> None:
+    """The pools keep serving while the operator is down; an engine that stops serving pages on its own."""
+    alerts = {a["alert"]: a for a in _alerts()}
+    assert alerts["SpecServeOperatorDown"]["labels"]["severity"] == "warning"
+    engine = alerts["SpecServeNoHealthyEngine"]
+    # What fires reads the engines' own series (the operator's only silence it):
+    assert engine["labels"]["severity"] == "critical" and "(up{" in engine["expr"].split("unless")[0]
+
+
+def test_condition_alerts_aggregate_the_reason_away() -> None:
+    for name in ("SpecServeNotReady", "SpecServeMetricsUnavailable", "SpecServeDegraded"):
+        expr = next(a for a in _alerts() if a["alert"] == name)["expr"]
+        assert expr.lstrip("( ").startswith("max by (namespace, name) (specserve_condition{"), name
+
+
+def test_notes_warn_when_alerts_are_asked_for_without_the_prometheusrule_api() -> None:
+    out = run_helm(["install", "ops", str(CHART), "--namespace", "specserve-system", "--dry-run=client",
+                    "--set", "alerts.enabled=true"])  # fmt: skip
+    notes = out.split("NOTES:", 1)[1]
+    assert "NO ALERTS" in notes and "PrometheusRule" in notes
+    quiet = run_helm(["install", "ops", str(CHART), "--namespace", "specserve-system", "--dry-run=client"])
+    assert "NO ALERTS" not in quiet

@@ -166,7 +166,7 @@ def test_default_render_kinds() -> None:
         {
             "ServiceAccount": 1,
             "CustomResourceDefinition": 1,
-            "ClusterRole": 1,
+            "ClusterRole": 3,  # the operator's, and -view/-edit for users (aggregated)
             "ClusterRoleBinding": 1,
             "Role": 1,  # leader election, in the release namespace
             "RoleBinding": 1,
@@ -179,7 +179,7 @@ def test_default_render_kinds() -> None:
 def test_namespaced_render_kinds() -> None:
     kinds = Counter(o["kind"] for o in render("namespaced"))
     assert kinds["Role"] == 3 and kinds["RoleBinding"] == 3  # + leader election in the release namespace
-    assert kinds["ClusterRole"] == 1 and kinds["ClusterRoleBinding"] == 1
+    assert kinds["ClusterRole"] == 3 and kinds["ClusterRoleBinding"] == 1  # + the users' -view and -edit
     roles = {o["metadata"]["namespace"] for o in render("namespaced") if o["kind"] in ("Role", "RoleBinding")}
     assert roles == {"llm", "llm-canary", "specserve-system"}
 
@@ -365,13 +365,14 @@ def _open_objects(node: Any, path: str = "") -> list[str]:
 
 def test_values_schema_closed_at_every_level() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
-    # Only Helm's own `global` and the Kubernetes affinity terms (passed through verbatim and validated by
-    # the API server; the render tests validate them against the official schema) are open.
+    # Only Helm's own `global` and the Kubernetes affinity and spread terms (passed through verbatim and
+    # validated by the API server; the render tests validate them against the official schema) are open.
     assert sorted(_open_objects(schema)) == [
         "/affinity/nodeAffinity",
         "/affinity/podAffinity",
         "/affinity/podAntiAffinity",
         "/global",
+        "/topologySpreadConstraints[]",
     ]
 
 

@@ -17,7 +17,7 @@ from prometheus_client import start_http_server
 
 from specserve import telemetry
 from specserve.config import OperatorConfig
-from specserve.observability.dashboard import VARIABLE_QUERIES, Substitution, all_queries, substitute
+from specserve.observability.dashboard import VARIABLES, Substitution, all_queries, substitute
 from specserve_kubefake import HTTPROUTES, SPECSERVES, FakeApiServer
 from specserve_tools.emulator.testing import free_port
 from tests.integration.kube_emulator import eventually, running_operator
@@ -106,12 +106,13 @@ async def test_every_dashboard_query_returns_series(
                 result = await asyncio.to_thread(query, prometheus.url, expr)
                 if not result:
                     empty.append(f"{row} / {panel.title if panel else 'annotation'}: {expr}")
-            for variable, grafana_query in VARIABLE_QUERIES.items():
-                # label_values(SELECTOR, LABEL) is Grafana's: the series behind it must exist and carry the label
-                selector = grafana_query.removeprefix("label_values(").rsplit(",", 1)[0]
-                result = await asyncio.to_thread(query, prometheus.url, substitute(selector, values))
-                if not any(variable in r["metric"] for r in result):
-                    empty.append(f"variable {variable}: {grafana_query}")
+            for variable, spec in VARIABLES.items():
+                # query_result(EXPR) is Grafana's instant query: its series must exist and carry the label the
+                # variable's regex takes
+                inner = spec.query.removeprefix("query_result(").removesuffix(")")
+                result = await asyncio.to_thread(query, prometheus.url, substitute(inner, values))
+                if not any(spec.label in r["metric"] for r in result):
+                    empty.append(f"variable {variable}: {spec.query}")
             assert empty == [], "dashboard queries without series:\n" + "\n".join(empty)
             assert not operator.done(), "the operator stopped during the test"
     finally:

@@ -382,6 +382,16 @@ async def test_a_single_replica_pool_warns_before_its_unavoidable_restart(fake: 
     assert warned[0] < acted[0]  # the Warning event is posted before the pod is restarted
     assert "off the air" in requests[warned[0]].body["message"]
 
+    # The restart itself is named (Progressing PlannedRestart): the alerts tell it from an outage.
+    def reasons(r: Any) -> set[str]:
+        return {c.get("reason") for c in ((r.body or {}).get("status") or {}).get("conditions") or []}
+
+    planned = [
+        i for i, r in enumerate(requests)
+        if r.method == "PATCH" and r.plural == "specserves" and "PlannedRestart" in reasons(r)
+    ]  # fmt: skip
+    assert planned and planned[0] > warned[0], (planned, warned)
+
 
 async def test_an_operator_restart_mid_roll_resumes_from_the_live_objects(fake: FakeApiServer, kimi_doc: JSON) -> None:
     kubelet = Kubelet(fake, load_seconds=0.3)

@@ -17,6 +17,7 @@ from specserve.kube.kinds import OWNED_KINDS, kind_of
 from specserve.kube.rbac import REQUIRED_RULES, allows
 from specserve.render import render, to_yaml
 from specserve.render.engine import adaptive_steps
+from specserve.render.manifests import OPERATOR_POD_LABELS
 from tests.conftest import EXAMPLES, ROOT, load_yaml
 from tests.unit.test_api import MINIMAL, with_
 
@@ -433,6 +434,24 @@ def test_network_policy_namespaces_can_be_named() -> None:
         for p in policy["spec"]["ingress"][0]["from"]
     ]
     assert sources == ["envoy-gateway-system", "obs"]
+
+
+def test_network_policy_admits_the_operator_when_it_scrapes_the_engines_itself() -> None:
+    """metrics.source Direct: the operator reads each pod's /metrics; a policy without it starves the loop."""
+    direct = with_({"networkPolicy": {"enabled": True}, "switching.metrics": {"source": "Direct"}})
+    (policy,) = by_kind(render(obj(direct)), "NetworkPolicy")
+    (rule,) = policy["spec"]["ingress"]
+    operator = [p for p in rule["from"] if "podSelector" in p]
+    assert operator == [{"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 30000}]
+    # Without sources otherwise, the operator alone is admitted (not all ingress denied).
+    alone = with_({"strategy": "Restart", "routing": {}, "switching.metrics": {"source": "Direct"},
+                   "networkPolicy": {"enabled": True, "prometheusNamespaces": []}})  # fmt: skip
+    (policy,) = by_kind(render(obj(alone)), "NetworkPolicy")
+    assert [p for p in policy["spec"]["ingress"][0]["from"]] == operator
+    # Reading from Prometheus, the operator never connects to the pods: not admitted.
+    (policy,) = by_kind(render(obj(with_({"networkPolicy": {"enabled": True}}))), "NetworkPolicy")
+    assert all("podSelector" not in p for p in policy["spec"]["ingress"][0]["from"])
 
 
 def test_network_policy_without_sources_denies_all_ingress() -> None:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from specserve.reconcile.rollout import DOWNTIME_REASON, DesiredPool, LivePool, Plan, World, announced_in, plan
+from specserve.reconcile.rollout import (
+    DOWNTIME_REASON,
+    PLANNED_RESTART_REASON,
+    DesiredPool,
+    LivePool,
+    Plan,
+    World,
+    announced_in,
+    plan,
+)
 
 SPEC, BASE, ENGINE = "m-spec", "m-base", "m-engine"
 NEW, OLD = "h-new", "h-old"
@@ -196,6 +205,8 @@ def test_a_single_replica_pool_announces_its_downtime_before_restarting() -> Non
     announced = announced_in(DOWNTIME_REASON, p.downtime)
     act = plan(single(live(ENGINE, current=False), announced=announced))
     assert act.held == frozenset() and act.downtime is None
+    # The restart itself has its own reason: the alerts tell a planned gap from an outage by it.
+    assert reasons(act) == [PLANNED_RESTART_REASON]
 
 
 def test_an_announcement_for_another_template_does_not_count() -> None:

@@ -5,6 +5,10 @@ charts/specserve/dashboards/specserve.json (a test fails when the two drift).
 Every query is listed in PANELS as plain PromQL with the dashboard's variables ($namespace, $name,
 $__rate_interval): tests/integration/test_dashboard_queries.py runs each against a live Prometheus scraping
 emulated pods and the operator, so a typo is a failing test, not an empty panel.
+
+One SpecServe is never summed with another: the per-SpecServe row repeats for each selected name, and every
+aggregation keeps the SpecServe's labels (namespace and name, or specserve_instance for the engines' series), so
+100 and 5000 tok/s stay two lines even where the row is not repeated.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ RATE = "$__rate_interval"
 
 UID = "specserve"
 TITLE = "SpecServe"
+# The Grafana version the dashboard targets: pyproject's `dashboard` extra pins this SDK build (its epoch marks
+# the build; epochs sort before versions, so only an exact pin selects the version) and the JSON carries its schema.
+GRAFANA_SDK_BUILD = "1769699379!11.6.0"
+GRAFANA_SCHEMA_VERSION = 41
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,11 @@ class PanelQuery:
     expr: str
     legend: str = ""
     instant: bool = False
+    table: bool = False  # an instant query in table format: every series a row (a table panel shows them all)
+
+    @property
+    def is_instant(self) -> bool:
+        return self.instant or self.table
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,9 @@ class RowSpec:
     repeat_by_name: bool = False
 
 
-POOL = "{{specserve_pool}}"  # the legend of a per-pool series
+POOL = "{{specserve_instance}}/{{specserve_pool}}"  # the legend of a per-pool series
+BY_POOL = "namespace, specserve_instance, specserve_pool"  # engines' series: per SpecServe and pool, never summed
+BY_SPECSERVE = "namespace, name"  # the operator's series: per SpecServe
 
 
 def _quantiles(bucket: str, by: str, legend: str, quantiles: tuple[float, ...]) -> tuple[PanelQuery, ...]:
@@ -62,9 +77,14 @@ def _quantiles(bucket: str, by: str, legend: str, quantiles: tuple[float, ...]) 
     )
 
 
-def _pool_quantiles(histogram: str) -> tuple[PanelQuery, ...]:
-    """p50/p90/p99 per pool of an engine histogram."""
-    return _quantiles(f"{histogram}_bucket{{{ENGINE}}}", "specserve_pool, ", f"{POOL} ", (0.5, 0.9, 0.99))
+def _pool_quantiles(histogram: str, fallback: str | None = None) -> tuple[PanelQuery, ...]:
+    """p50/p90/p99 per pool of an engine histogram; where a release lacks it, of `fallback` (`or` per series)."""
+    quantiles = (0.5, 0.9, 0.99)
+    main = _quantiles(f"{histogram}_bucket{{{ENGINE}}}", f"{BY_POOL}, ", f"{POOL} ", quantiles)
+    if fallback is None:
+        return main
+    spare = _quantiles(f"{fallback}_bucket{{{ENGINE}}}", f"{BY_POOL}, ", f"{POOL} ", quantiles)
+    return tuple(PanelQuery(f"{m.expr} or {f.expr}", m.legend) for m, f in zip(main, spare, strict=True))
 
 
 def _operator_quantiles(histogram: str) -> tuple[PanelQuery, ...]:
@@ -73,8 +93,8 @@ def _operator_quantiles(histogram: str) -> tuple[PanelQuery, ...]:
 
 
 def _per_pool(aggregation: str, expr: str, legend: str = POOL) -> PanelQuery:
-    """`expr` (the engines' series) aggregated per pool."""
-    return PanelQuery(f"{aggregation} by (specserve_pool) ({expr})", legend)
+    """`expr` (the engines' series) aggregated per SpecServe and pool."""
+    return PanelQuery(f"{aggregation} by ({BY_POOL}) ({expr})", legend)
 
 
 def _per_specserve(title: str, description: str, expr: str, unit: str = "short") -> PanelSpec:
@@ -104,9 +124,9 @@ OVERVIEW = RowSpec(
         ),
         PanelSpec(
             "Conditions",
-            "Every condition's status and reason now; look for Ready=False, Degraded=True, MetricsAvailable=False, "
-            "Switching=False/Paused.",
-            (PanelQuery("specserve_condition == 1", instant=True),),
+            "Every condition's status and reason now, a row per SpecServe and condition; look for Ready=False, "
+            "Degraded=True, MetricsAvailable=False, Switching=False/Paused.",
+            (PanelQuery(f"max by ({BY_SPECSERVE}, type, status, reason) (specserve_condition) == 1", table=True),),
             kind="table",
             width=24,
         ),
@@ -161,8 +181,9 @@ SPECSERVE = RowSpec(
         ),
         PanelSpec(
             "Time per output token",
-            "p50/p90/p99 per pool from SGLang's request_time_per_output_token_seconds histogram.",
-            _pool_quantiles("sglang:request_time_per_output_token_seconds"),
+            "p50/p90/p99 per pool from SGLang's request_time_per_output_token_seconds histogram; releases without it "
+            "(0.5.9, 0.5.17) from inter_token_latency_seconds.",
+            _pool_quantiles("sglang:request_time_per_output_token_seconds", "sglang:inter_token_latency_seconds"),
             unit="s",
         ),
         PanelSpec(
@@ -176,8 +197,16 @@ SPECSERVE = RowSpec(
         ),
         PanelSpec(
             "Active draft steps",
-            "SGLang's spec_num_steps: the steps in use now (Adaptive moves them with the batch size; 0: drafting off).",
-            (_per_pool("avg", f"sglang:spec_num_steps{{{DRAFTING}}}"),),
+            "SGLang's spec_num_steps: the steps in use now (Adaptive moves them with the batch size; 0: drafting off). "
+            "Releases without it (0.5.9): the draft tokens per verify less one, accept_length / accept_rate - 1 "
+            "(accept_rate = accepted / drafted tokens; one draft token per step with topk 1).",
+            (
+                PanelQuery(
+                    f"avg by ({BY_POOL}) (sglang:spec_num_steps{{{DRAFTING}}}) or avg by ({BY_POOL}) "
+                    f"(sglang:spec_accept_length{{{DRAFTING}}} / (sglang:spec_accept_rate{{{DRAFTING}}} > 0)) - 1",
+                    POOL,
+                ),
+            ),
         ),
         PanelSpec(
             "Pool readiness",
@@ -201,10 +230,12 @@ SPECSERVE = RowSpec(
             "(NoData, Stale, QueryFailed, ...).",
             (
                 PanelQuery(
-                    f"sum by (load) (rate(specserve_evaluations_total{{{SEL}}}[{RATE}]))", "evaluations, load {{load}}"
+                    f"sum by ({BY_SPECSERVE}, load) (rate(specserve_evaluations_total{{{SEL}}}[{RATE}]))",
+                    "{{name}} evaluations, load {{load}}",
                 ),
                 PanelQuery(
-                    f"sum by (reason) (increase(specserve_metric_errors_total{{{SEL}}}[{RATE}]))", "error {{reason}}"
+                    f"sum by ({BY_SPECSERVE}, reason) (increase(specserve_metric_errors_total{{{SEL}}}[{RATE}]))",
+                    "{{name}} error {{reason}}",
                 ),
             ),
         ),
@@ -213,12 +244,14 @@ SPECSERVE = RowSpec(
             "Decisions other than Hold, by action and rule (the reason's leading words), and whether applied.",
             (
                 PanelQuery(
-                    f"sum by (action, rule, applied) (increase(specserve_decisions_total{{{SEL}}}[{RATE}]))",
-                    "{{action}}: {{rule}} (applied {{applied}})",
+                    f"sum by ({BY_SPECSERVE}, action, rule, applied) "
+                    f"(increase(specserve_decisions_total{{{SEL}}}[{RATE}]))",
+                    "{{name}} {{action}}: {{rule}} (applied {{applied}})",
                 ),
             ),
         ),
     ),
+    repeat_by_name=True,
 )
 
 OPERATOR = RowSpec(
@@ -257,9 +290,28 @@ DECISION_ANNOTATION = PanelQuery(
     f"sum by (namespace, name, action, rule, applied) (changes(specserve_decisions_total{{{SEL}}}[2m])) > 0"
 )
 
-VARIABLE_QUERIES = {
-    "namespace": "label_values(specserve_ready, namespace)",
-    "name": 'label_values(specserve_ready{namespace=~"$namespace"}, name)',
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """A dashboard variable read from an instant query (Grafana's query_result) and the label a regex takes from
+    each series: a SpecServe deleted now is gone from the list at once, where label_values would keep it for the
+    whole time range. specserve_condition is removed with its SpecServe."""
+
+    query: str
+    label: str
+    include_all: bool
+
+    @property
+    def regex(self) -> str:
+        return f'/{self.label}="([^"]+)"/'
+
+
+VARIABLES = {
+    "namespace": VariableSpec("query_result(count by (namespace) (specserve_condition))", "namespace", True),
+    # Opens on one SpecServe (not All): pick more to get a row each.
+    "name": VariableSpec(
+        'query_result(count by (namespace, name) (specserve_condition{namespace=~"$namespace"}))', "name", False
+    ),
 }
 
 

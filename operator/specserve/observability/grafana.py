@@ -15,13 +15,14 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableRefresh,
     VariableSort,
 )
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from specserve.observability.dashboard import (
     DECISION_ANNOTATION,
     ROWS,
     TITLE,
     UID,
-    VARIABLE_QUERIES,
+    VARIABLES,
     PanelQuery,
     PanelSpec,
 )
@@ -33,7 +34,9 @@ def build() -> dict[str, Any]:
 
     def query(target: PanelQuery, ref: str) -> prometheus.Dataquery:
         q = prometheus.Dataquery().expr(target.expr).ref_id(ref).legend_format(target.legend or "__auto")
-        return q.instant() if target.instant else q.range()
+        if target.table:
+            q = q.format(PromQueryFormat.TABLE)
+        return q.instant() if target.is_instant else q.range()
 
     def panel(spec: PanelSpec) -> Any:
         builder: Any
@@ -65,18 +68,19 @@ def build() -> dict[str, Any]:
         .timezone("browser")
         .with_variable(gdash.DatasourceVariable("datasource").label("Data source").type("prometheus"))
     )
-    for var, expr in VARIABLE_QUERIES.items():
-        board = board.with_variable(
+    for var, variable in VARIABLES.items():
+        built = (
             gdash.QueryVariable(var)
             .label(var)
-            .query(expr)
+            .query(variable.query)
+            .regex(variable.regex)
             .datasource(datasource)
             .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(VariableSort.ALPHABETICAL_ASC)
             .multi(True)
-            .include_all(True)
-            .all_value(".+")
+            .include_all(variable.include_all)
         )
+        board = board.with_variable(built.all_value(".+") if variable.include_all else built)
     board = board.annotation(
         gdash.AnnotationQuery()
         .name("Decisions")
@@ -86,7 +90,8 @@ def build() -> dict[str, Any]:
         .expr(DECISION_ANNOTATION.expr)
     )
     for row in ROWS:
-        board = board.with_row(gdash.Row(row.title))
+        # A repeated row: one copy per selected SpecServe, $name set to it in each.
+        board = board.with_row(gdash.Row(row.title).repeat("name") if row.repeat_by_name else gdash.Row(row.title))
         for spec in row.panels:
             board = board.with_panel(panel(spec))
     data: dict[str, Any] = json.loads(json.dumps(board.build(), cls=JSONEncoder))

@@ -27,6 +27,9 @@ from specserve.pool_state import PoolCounts
 
 DOWNTIME_REASON = "DowntimeAhead"
 ROLL_SLOT_REASON = "WaitingForRollSlot"
+# The announced restart itself (the pass after DowntimeAhead): its own reason, so that alerts can tell a planned
+# gap from an outage (charts/specserve/rules).
+PLANNED_RESTART_REASON = "PlannedRestart"
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,7 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
         draft.step("RollingPool", f"rolling {pool.name} one pod at a time (no other pool to take its traffic)")
         return
     if pool.announcement in world.announced:
-        draft.step("RollingPool", f"restarting {pool.name}: the model is off the air until it has reloaded")
+        draft.step(PLANNED_RESTART_REASON, f"restarting {pool.name}: the model is off the air until it has reloaded")
         return
     draft.held.add(pool.name)
     draft.announcement = pool.announcement

@@ -190,6 +190,17 @@ def _needs_pdb(pool: Pool) -> bool:
     return pool.external_replicas or pool.replicas > 0
 
 
+# The labels the chart gives the operator's pods (charts/specserve/templates/deployment.yaml; tests/chart checks
+# both ways). The NetworkPolicy admits pods carrying them when the operator scrapes the engines itself.
+OPERATOR_POD_LABELS = {"app.kubernetes.io/part-of": "specserve", "app.kubernetes.io/component": "operator"}
+
+
+def _operator_peer(obj: SpecServe) -> dict[str, str] | None:
+    """The operator's pods, when it reads the engines' /metrics itself (switching.metrics.source: Direct): without
+    them in the policy its own scrapes are refused and the switching loop never sees the load."""
+    return OPERATOR_POD_LABELS if obj.spec.switching.metrics.source == "Direct" else None
+
+
 def _network_policy_sources(obj: SpecServe) -> list[str]:
     """Namespaces allowed to reach the engine port: the gateway's proxies and Prometheus."""
     spec = obj.spec
@@ -267,6 +278,7 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
                 labels=base_labels(name),
                 selector={LABEL_INSTANCE: name},
                 namespaces=_network_policy_sources(obj),
+                operator=_operator_peer(obj),
                 **common,
             )
         )
