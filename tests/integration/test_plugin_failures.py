@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 from specserve_kubefake import FakeApiServer
 from specserve_kubefake.server import default_crds
 from tests.integration.kube_emulator import operator_cluster
-from tests.integration.test_plugin import kubectl, plugin_path
+from tests.integration.test_plugin import REPO, kubectl, plugin_path
 
 __all__ = ["plugin_path"]  # the fixture, used by name
 
@@ -123,3 +125,19 @@ async def test_one_newer_specserve_does_not_hide_the_others(
     assert code == 0 and f"SpecServe {NS}/newer" in out, err
     code, out, err = await kubectl(plugin_path, "specserve", "version")
     assert code == 0 and out.startswith("kubectl-specserve ")
+
+
+async def test_kubectl_completes_the_plugin(plugin_path: str) -> None:
+    """kubectl 1.26+ asks `kubectl_complete-specserve` (beside the plugin on PATH) for `kubectl specserve <TAB>`."""
+    bin_dir = Path(plugin_path.split(os.pathsep, maxsplit=1)[0])
+    script = bin_dir / "kubectl_complete-specserve"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO / 'operator')!r})\n"
+        "from specserve.plugin.main import complete_main\nsys.exit(complete_main())\n"
+    )
+    script.chmod(0o755)
+    code, out, err = await kubectl(plugin_path, "__complete", "specserve", "-n", "llm", "st")
+    assert code == 0, err
+    assert out.splitlines()[:2] == ["status", ":4"]
+    code, out, err = await kubectl(plugin_path, "__complete", "specserve", "status", "--request-t")
+    assert out.splitlines()[:2] == ["--request-timeout", ":4"], (out, err)
