@@ -95,7 +95,8 @@ def rule_of(reason: str) -> str:
 
 
 # ------------------------------------------------------------------------------ day-2 operations (alerts, dashboard)
-# What the alerts in charts/specserve/rules and the dashboard read; set from the status wherever it is computed.
+# What the alerts in charts/specserve/rules and the dashboard read besides the status-derived gauges, which
+# status_families() computes at scrape time.
 LEADER = _gauge(
     "specserve_leader", "1 while this operator process acts (holds the Lease, or runs without leader election)."
 )
