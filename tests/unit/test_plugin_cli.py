@@ -93,3 +93,11 @@ def test_impersonation_is_sent_as_kubectl_sends_it(tmp_path: Path) -> None:
     headers = kube.api.api_client.default_headers
     assert headers["Impersonate-User"] == "alice" and headers["Impersonate-Group"] == "ops"
     assert kube.timeout == DEFAULT_TIMEOUT > 0  # a silent server cannot hang a command for ever
+
+
+def test_as_group_needs_as(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main.main(["status", "--as-group", "ops"]) == 1
+    err = capsys.readouterr().err
+    assert "--as-group needs --as" in err and "Traceback" not in err
+    assert main.main(["status", "--as", "alice", "--as-group", "a", "--as-group", "b"]) == 1
+    assert "one --as-group at a time" in capsys.readouterr().err
