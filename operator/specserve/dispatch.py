@@ -16,8 +16,7 @@ from typing import Any, cast
 import kopf
 
 from specserve import telemetry
-from specserve.api.conditions import INVALID_SPEC, READY
-from specserve.api.models import ConditionStatus
+from specserve.api.conditions import INVALID_SPEC
 from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
 from specserve.kube.client import KubeClient, KubeError
@@ -59,12 +58,7 @@ def _record(body: Mapping[str, Any], outcome: Outcome) -> None:
         telemetry.APPLIES.labels(ns, name, Ref(ref).kind).inc()
     for ref in outcome.pruned:
         telemetry.PRUNES.labels(ns, name, Ref(ref).kind).inc()
-    if outcome.status is not None:
-        ready = any(c.type == READY and c.status == ConditionStatus.TRUE for c in outcome.status.conditions)
-        telemetry.READY.labels(ns, name).set(1 if ready else 0)
-        if outcome.status.weights is not None:
-            telemetry.SPECULATIVE_WEIGHT.labels(ns, name).set(outcome.status.weights.speculative)
-        telemetry.observe_status(ns, name, outcome.status)
+    # The status-derived gauges are computed at scrape time from the cache (telemetry.SpecServeCollector).
 
 
 async def _warn(kube: Kube, body: Mapping[str, Any], reason: str, message: str) -> None:
@@ -84,6 +78,8 @@ class Dispatcher:
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
         self.tracked = Registry()  # the latest body of every SpecServe, for the switching loop and the reconcile
+        # What the metrics endpoint serves per SpecServe, at each scrape: the SpecServes in this cache.
+        self.cached_bodies = lambda: [item.body for item in list(self.tracked.items.values())]
         self.rolls = RollBudget(config.max_concurrent_rolls)  # pools rolling a template change, cluster-wide
         # Reconciles in the background: SpecServes a freed roll slot lets go on, owners of pools that changed.
         self._wakeups: set[asyncio.Task[None]] = set()
@@ -298,6 +294,7 @@ class Dispatcher:
 
     async def start(self, memo: kopf.Memo) -> None:
         """The switching loop and the resync loop, beside kopf; the failover's connections."""
+        telemetry.COLLECTOR.serve(self.cached_bodies)
         lane = getattr(memo["kube"], "lane", None)  # a KubeClient (tests may hand in a stand-in)
         self._lane = lane() if lane is not None else None
         sources = Sources(installation=self.config.installation)  # queries only the Prometheus URLs allowed
@@ -327,6 +324,8 @@ class Dispatcher:
         memo[LOOPS] = (stop, switching, resyncing, sources)
 
     async def stop(self, memo: kopf.Memo) -> None:
+        if telemetry.COLLECTOR.serving(self.cached_bodies):
+            telemetry.COLLECTOR.serve(None)
         stop, switching, resync, sources = memo.get(LOOPS, (None, None, None, None))
         if stop is None:
             return

@@ -1,25 +1,48 @@
-"""The operator's own Prometheus metrics (not the engines')."""
+"""The operator's own Prometheus metrics (not the engines').
+
+Per-SpecServe series follow the SpecServes in the operator's cache (the kube-state-metrics pattern): the
+status-derived gauges are computed at scrape time from the cached objects (SpecServeCollector), and the series
+set as things happen (counters, the loop's demand and target weights, the spec-derived gauges) are served only
+while their SpecServe is in the cache. A deleted SpecServe's series leave the next scrape, whether or not its
+DELETED event was seen."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from pydantic import ValidationError
 
-from specserve.api.models import LearnedMode, SpecServe, SpecServeStatus
+from specserve.api.models import ConditionStatus, LearnedMode, SpecServe, SpecServeStatus
 from specserve.policy.learning import CONFIDENT
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# The per-SpecServe series set as things happen; REGISTRY serves them through SpecServeCollector (filtered).
+_OBJECTS = CollectorRegistry(auto_describe=True)
 SPECSERVE = ("namespace", "name")  # the labels of a series per SpecServe
 
 
+_SET: list[Counter | Gauge] = []  # the metrics in _OBJECTS, for forget()
+
+
 def _counter(name: str, doc: str, *labels: str) -> Counter:
-    return Counter(name, doc, labels, registry=REGISTRY)
+    if labels[:2] != SPECSERVE:
+        return Counter(name, doc, labels, registry=REGISTRY)
+    metric = Counter(name, doc, labels, registry=_OBJECTS)
+    _SET.append(metric)
+    return metric
 
 
 def _gauge(name: str, doc: str, *labels: str) -> Gauge:
-    return Gauge(name, doc, labels, registry=REGISTRY)
+    if labels[:2] != SPECSERVE:
+        return Gauge(name, doc, labels, registry=REGISTRY)
+    metric = Gauge(name, doc, labels, registry=_OBJECTS)
+    _SET.append(metric)
+    return metric
 
 
 RECONCILES = _counter("specserve_reconciles", "Reconciles run, by result.", *SPECSERVE, "result")
@@ -27,8 +50,6 @@ APPLIES = _counter("specserve_applies", "Objects (re)applied because they drifte
 PRUNES = _counter(
     "specserve_prunes", "Owned objects deleted because the spec no longer renders them.", *SPECSERVE, "kind"
 )
-READY = _gauge("specserve_ready", "1 when the SpecServe's Ready condition is True.", *SPECSERVE)
-SPECULATIVE_WEIGHT = _gauge("specserve_speculative_weight", "HTTPRoute weight of the speculative pool.", *SPECSERVE)
 
 # ------------------------------------------------------------------------------------------ load-based switching
 # Decision reasons are free text with numbers; the `rule` label keeps their leading words only (bounded).
@@ -74,7 +95,8 @@ def rule_of(reason: str) -> str:
 
 
 # ------------------------------------------------------------------------------ day-2 operations (alerts, dashboard)
-# What the alerts in charts/specserve/rules and the dashboard read; set from the status wherever it is computed.
+# What the alerts in charts/specserve/rules and the dashboard read besides the status-derived gauges, which
+# status_families() computes at scrape time.
 LEADER = _gauge(
     "specserve_leader", "1 while this operator process acts (holds the Lease, or runs without leader election)."
 )
@@ -84,31 +106,6 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
     registry=REGISTRY,
 )
-CONDITION = _gauge(
-    "specserve_condition",
-    "1 for each condition's current status and reason (one series per condition type).",
-    *SPECSERVE, "type", "status", "reason",
-)  # fmt: skip
-POOL_READY = _gauge(
-    "specserve_pool_ready_replicas", "Ready pods per pool, as the Deployment reports them.", *SPECSERVE, "pool"
-)
-POOL_DESIRED = _gauge("specserve_pool_desired_replicas", "Desired pods per pool.", *SPECSERVE, "pool")
-POOL_DEADLINE_EXCEEDED = _gauge(
-    "specserve_pool_roll_deadline_exceeded",
-    "1 while a pool's roll has run past its progress deadline.",
-    *SPECSERVE,
-    "pool",
-)
-ROUTE_WEIGHT = _gauge(
-    "specserve_route_weight",
-    "HTTPRoute weight on each pool (speculative, baseline), as on the route.",
-    *SPECSERVE,
-    "pool",
-)
-ACTIVE_MODE = _gauge(
-    "specserve_active_mode", "1 for the mode actually serving (Speculative or Baseline).", *SPECSERVE, "mode"
-)
-RESTARTS_USED = _gauge("specserve_restarts_used", "Restart strategy: restarts made in the last 24 h.", *SPECSERVE)
 RESTART_BUDGET = _gauge("specserve_restart_budget", "spec.switching.maxRestartsPerDay.", *SPECSERVE)
 CROSSOVER = _gauge(
     "specserve_crossover_concurrency",
@@ -118,32 +115,7 @@ CROSSOVER = _gauge(
 CALIBRATED_ACCEPT_LENGTH = _gauge(
     "specserve_calibrated_accept_length", "spec.switching.calibratedAcceptLength (absent when unset).", *SPECSERVE
 )
-LEARNED_DIVERGENCE = _gauge(
-    "specserve_learned_curve_divergence",
-    "Per mode: the largest |learned / calibrated - 1| over the concurrencies where the learned curve is confident"
-    " (absent where none is).",
-    *SPECSERVE, "mode",
-)  # fmt: skip
 PAUSED = _gauge("specserve_paused", "1 while switching is paused (annotation specserve.io/paused).", *SPECSERVE)
-
-# Gauges whose label sets change with the status: a stale series (an old reason) must disappear, not linger at 1.
-_CONDITIONS_SEEN: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
-
-
-def observe_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, str, str]]) -> None:
-    """(type, status, reason) per condition: one series at 1 per type; series of earlier values removed."""
-    now = set(conditions)
-    for gone in _CONDITIONS_SEEN.get((namespace, name), set()) - now:
-        with contextlib.suppress(KeyError):
-            CONDITION.remove(namespace, name, *gone)
-    for labels in now:
-        CONDITION.labels(namespace, name, *labels).set(1)
-    _CONDITIONS_SEEN[(namespace, name)] = now
-
-
-def observe_mode(namespace: str, name: str, mode: str | None) -> None:
-    for candidate in ("Speculative", "Baseline"):
-        ACTIVE_MODE.labels(namespace, name, candidate).set(1 if candidate == mode else 0)
 
 
 def set_or_clear(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
@@ -155,24 +127,91 @@ def set_or_clear(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> 
         gauge.labels(*labels).set(value)
 
 
-def observe_status(namespace: str, name: str, status: SpecServeStatus) -> None:
-    """The status-derived gauges: conditions, pools, route weights, the mode serving, restarts used."""
-    observe_conditions(namespace, name, ((c.type, c.status.value, c.reason) for c in status.conditions))
-    for pool in status.pools:
-        POOL_READY.labels(namespace, name, pool.role).set(pool.ready)
-        POOL_DESIRED.labels(namespace, name, pool.role).set(pool.desired)
-        stuck = pool.failure is not None and pool.failure.deadline_exceeded
-        POOL_DEADLINE_EXCEEDED.labels(namespace, name, pool.role).set(1 if stuck else 0)
-    if status.weights is not None:
-        ROUTE_WEIGHT.labels(namespace, name, "speculative").set(status.weights.speculative)
-        ROUTE_WEIGHT.labels(namespace, name, "baseline").set(status.weights.baseline)
-    observe_mode(namespace, name, status.active_mode.value if status.active_mode is not None else None)
-    if status.switching is not None:
-        RESTARTS_USED.labels(namespace, name).set(len(status.switching.restarts))
-    learning = status.learning
-    for mode in ("speculative", "baseline"):
-        learned = getattr(learning, mode) if learning is not None else None
-        set_or_clear(LEARNED_DIVERGENCE, (namespace, name, mode), _divergence(learned))
+def observe_spec(namespace: str, name: str, obj: SpecServe, crossover: float | None, paused: bool) -> None:
+    """The spec-derived gauges the alerts compare against (budget, calibrated accept length, crossover, pause)."""
+    switching = obj.spec.switching
+    RESTART_BUDGET.labels(namespace, name).set(switching.max_restarts_per_day)
+    set_or_clear(CALIBRATED_ACCEPT_LENGTH, (namespace, name), switching.calibrated_accept_length)
+    set_or_clear(CROSSOVER, (namespace, name), crossover)
+    PAUSED.labels(namespace, name).set(1 if paused else 0)
+
+
+def forget(namespace: str, name: str) -> None:
+    """Free a deleted SpecServe's series set as things happen (the collector already stopped serving them)."""
+    for collector in _SET:
+        for metric in collector.collect():
+            for sample in metric.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("name") == name:
+                    with contextlib.suppress(KeyError):
+                        collector.remove(*(labels[k] for k in collector._labelnames))
+
+
+# ------------------------------------------------------------------------------- scrape time, from the cache
+Key = tuple[str, str]
+Bodies = Callable[[], Iterable[Mapping[str, Any]]]
+
+
+def _family(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=[*SPECSERVE, *labels])
+
+
+def status_families(bodies: Iterable[Mapping[str, Any]]) -> list[GaugeMetricFamily]:
+    """The status-derived gauges of these SpecServes (pure): what the alerts and the dashboard read."""
+    ready = _family("specserve_ready", "1 when the SpecServe's Ready condition is True.")
+    weight = _family("specserve_speculative_weight", "HTTPRoute weight of the speculative pool.")
+    condition = _family(
+        "specserve_condition",
+        "1 for each condition's current status and reason (one series per condition type).",
+        "type", "status", "reason",
+    )  # fmt: skip
+    pool_ready = _family("specserve_pool_ready_replicas", "Ready pods per pool, as the Deployment reports it.", "pool")
+    pool_desired = _family("specserve_pool_desired_replicas", "Desired pods per pool.", "pool")
+    deadline = _family(
+        "specserve_pool_roll_deadline_exceeded", "1 while a pool's roll has run past its progress deadline.", "pool"
+    )
+    route = _family(
+        "specserve_route_weight", "HTTPRoute weight on each pool (speculative, baseline), as on the route.", "pool"
+    )
+    mode = _family("specserve_active_mode", "1 for the mode actually serving (Speculative or Baseline).", "mode")
+    restarts = _family("specserve_restarts_used", "Restart strategy: restarts made in the last 24 h.")
+    divergence = _family(
+        "specserve_learned_curve_divergence",
+        "Per mode: the largest |learned / calibrated - 1| over the concurrencies where the learned curve is"
+        " confident (absent where none is).",
+        "mode",
+    )
+    for body in bodies:
+        meta = body.get("metadata") or {}
+        key = [str(meta.get("namespace", "")), str(meta.get("name", ""))]
+        try:
+            status = SpecServeStatus.model_validate(body.get("status") or {})
+        except ValidationError:
+            continue  # an unreadable status exports nothing (unknown is not zero)
+        for c in status.conditions:
+            condition.add_metric([*key, c.type, c.status.value, c.reason], 1)
+            if c.type == "Ready":
+                ready.add_metric(key, 1 if c.status == ConditionStatus.TRUE else 0)
+        for pool in status.pools:
+            pool_ready.add_metric([*key, pool.role], pool.ready)
+            pool_desired.add_metric([*key, pool.role], pool.desired)
+            stuck = pool.failure is not None and pool.failure.deadline_exceeded
+            deadline.add_metric([*key, pool.role], 1 if stuck else 0)
+        if status.weights is not None:
+            weight.add_metric(key, status.weights.speculative)
+            route.add_metric([*key, "speculative"], status.weights.speculative)
+            route.add_metric([*key, "baseline"], status.weights.baseline)
+        serving = status.active_mode.value if status.active_mode is not None else None
+        for candidate in ("Speculative", "Baseline"):
+            mode.add_metric([*key, candidate], 1 if candidate == serving else 0)
+        if status.switching is not None:
+            restarts.add_metric(key, len(status.switching.restarts))
+        for learned_mode in ("speculative", "baseline"):
+            learned = getattr(status.learning, learned_mode) if status.learning is not None else None
+            gap = _divergence(learned)
+            if gap is not None:
+                divergence.add_metric([*key, learned_mode], gap)
+    return [ready, weight, condition, pool_ready, pool_desired, deadline, route, mode, restarts, divergence]
 
 
 def _divergence(learned: LearnedMode | None) -> float | None:
@@ -183,28 +222,38 @@ def _divergence(learned: LearnedMode | None) -> float | None:
     return max(gaps) if gaps else None
 
 
-def observe_spec(namespace: str, name: str, obj: SpecServe, crossover: float | None, paused: bool) -> None:
-    """The spec-derived gauges the alerts compare against (budget, calibrated accept length, crossover, pause)."""
-    switching = obj.spec.switching
-    RESTART_BUDGET.labels(namespace, name).set(switching.max_restarts_per_day)
-    set_or_clear(CALIBRATED_ACCEPT_LENGTH, (namespace, name), switching.calibrated_accept_length)
-    set_or_clear(CROSSOVER, (namespace, name), crossover)
-    PAUSED.labels(namespace, name).set(1 if paused else 0)
+class SpecServeCollector(Collector):
+    """At each scrape: the status-derived gauges of the SpecServes in the cache, and the series set as things
+    happen, of those SpecServes only. Without a cache (a tool, a test of one part) nothing is derived and the
+    set series are served as set."""
+
+    def __init__(self) -> None:
+        self._bodies: Bodies | None = None
+
+    def serve(self, bodies: Bodies | None) -> None:
+        """Follow this cache (the operator's latest body of every SpecServe); None: follow none."""
+        self._bodies = bodies
+
+    def serving(self, bodies: Bodies) -> bool:
+        return self._bodies is bodies
+
+    def describe(self) -> Iterable[Metric]:
+        return [*_OBJECTS.collect(), *status_families([])]
+
+    def collect(self) -> Iterator[Metric]:
+        if self._bodies is None:
+            yield from _OBJECTS.collect()
+            return
+        bodies = list(self._bodies())
+        live: set[Key] = set()
+        for body in bodies:
+            meta = body.get("metadata") or {}
+            live.add((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+        for family in _OBJECTS.collect():
+            family.samples = [s for s in family.samples if (s.labels["namespace"], s.labels["name"]) in live]
+            yield family
+        yield from status_families(bodies)
 
 
-_PER_SPECSERVE = (
-    CONDITION, POOL_READY, POOL_DESIRED, POOL_DEADLINE_EXCEEDED, ROUTE_WEIGHT, ACTIVE_MODE, RESTARTS_USED,
-    RESTART_BUDGET, CROSSOVER, CALIBRATED_ACCEPT_LENGTH, PAUSED, LEARNED_DIVERGENCE,
-)  # fmt: skip
-
-
-def forget(namespace: str, name: str) -> None:
-    """Drop a deleted SpecServe's day-2 series (an alert must not fire on a SpecServe that is gone)."""
-    _CONDITIONS_SEEN.pop((namespace, name), None)
-    for gauge in _PER_SPECSERVE:
-        for metric in gauge.collect():
-            for sample in metric.samples:
-                labels = sample.labels
-                if labels.get("namespace") == namespace and labels.get("name") == name:
-                    with contextlib.suppress(KeyError):
-                        gauge.remove(*(labels[k] for k in gauge._labelnames))
+COLLECTOR = SpecServeCollector()
+REGISTRY.register(COLLECTOR)

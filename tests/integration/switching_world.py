@@ -80,7 +80,13 @@ def condition(api: FakeApiServer, type_: str) -> dict[str, Any]:
 
 
 def events(api: FakeApiServer) -> list[tuple[str, str]]:
-    return [(e["type"], e["reason"]) for e in api.list(EVENTS, NS) if e["involvedObject"]["name"] == NAME]
+    """(type, reason) of each occurrence: an Event the operator bumped (a repeat, kube.events) counts its count."""
+    return [
+        (e["type"], e["reason"])
+        for e in api.list(EVENTS, NS)
+        if e["involvedObject"]["name"] == NAME
+        for _ in range(e.get("count") or 1)
+    ]
 
 
 async def route_accepted(api: FakeApiServer) -> None:

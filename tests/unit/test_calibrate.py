@@ -417,3 +417,36 @@ def test_a_dip_within_the_noise_is_no_low_confidence_crossover_either() -> None:
     cal = calibrate(_measured(spec, 0.05), _measured(base, 0.05))
     assert [c.winner for c in cal.levels][:2] == [Winner.SPECULATIVE, Winner.NEITHER]
     assert cal.verdict is Verdict.SPECULATIVE_ONLY and cal.crossover is None and cal.confidence == "low"
+
+
+def test_swapped_bench_files_are_refused_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each file carries its label: given the other way round, calibrate would call speculation the loser (and
+    --write would store that); it refuses, naming the files and the command the other way round."""
+    spec = _bench(tmp_path / "s.json", [(1, 100), (10, 500), (100, 800)], "speculative")
+    base = _bench(tmp_path / "b.json", [(1, 50), (10, 400), (100, 1000)], "baseline")
+    yaml_path = tmp_path / "specserve.yaml"
+    yaml_path.write_text(SPEC_YAML)
+    assert main(["calibrate", base, spec, "--write", str(yaml_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{base} measured a baseline server but is given as the speculative one" in err
+    assert f"swap them: specserve calibrate {spec} {base}" in err
+    assert yaml_path.read_text() == SPEC_YAML  # nothing written
+    # The server's own word counts too (get_server_info's speculative_algorithm), whatever the label.
+    doc = json.loads(Path(spec).read_text())
+    doc |= {"label": "run-2", "server": {"speculative_algorithm": "EAGLE3"}}
+    (tmp_path / "s2.json").write_text(json.dumps(doc))
+    assert main(["calibrate", spec, base, "--more-baseline", str(tmp_path / "s2.json")]) == 2
+    assert "s2.json measured a speculative server but is given as the baseline one" in capsys.readouterr().err
+    assert main(["calibrate", base, spec, "--ignore-labels", "--json"]) == 0  # the escape hatch
+
+
+def test_bench_plot_tells_two_speculative_runs_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specserve_tools.commands import bench  # noqa: PLC0415
+
+    drawn: list[str] = []
+    monkeypatch.setattr(bench, "plot_curves", lambda curves, path: drawn.extend(label for label, _ in curves))
+    one = _bench(tmp_path / "eagle3-r1.json", [(1, 100), (10, 500)], "speculative")
+    two = _bench(tmp_path / "eagle3-r2.json", [(1, 110), (10, 520)], "speculative")
+    base = _bench(tmp_path / "base.json", [(1, 50), (10, 400)], "baseline")
+    assert main(["bench", "--plot", one, two, base, "--output-dir", str(tmp_path)]) == 0
+    assert drawn == ["speculative (eagle3-r1.json)", "speculative (eagle3-r2.json)", "baseline"]

@@ -64,12 +64,15 @@ def test_printer_columns_and_names() -> None:
     version = crd()["spec"]["versions"][0]
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
         "Ready",
+        "Degraded",  # Ready=True does not hide a Degraded SpecServe in `kubectl get`
         "Strategy",
         "Mode",
         "Spec weight",
         "Load",
         "Age",
     ]
+    degraded = version["additionalPrinterColumns"][1]
+    assert degraded["jsonPath"] == '.status.conditions[?(@.type=="Degraded")].status'
     assert version["subresources"] == {"status": {}}
     names = crd()["spec"]["names"]
     assert names["shortNames"] and names["categories"]

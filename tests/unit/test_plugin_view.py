@@ -152,7 +152,7 @@ def test_what_if_fails_over_off_a_dead_pool_even_when_paused(kimi_doc: dict[str,
 def test_an_invalid_spec_is_a_clear_error(kimi_doc: dict[str, Any]) -> None:
     bad = body(kimi_doc)
     bad["spec"]["strategy"] = "Sometimes"
-    with pytest.raises(view.ViewError, match="specserve m: its spec does not validate"):
+    with pytest.raises(view.ViewError, match="specserve llm/m: this plugin cannot read its spec"):
         view.load(bad)
 
 
@@ -203,3 +203,38 @@ def test_a_curve_drift_is_not_fine_only_while_true() -> None:
     drifted = [Condition.model_validate(cond("CurveDrift", "True", "Drifted", "Speculative 30% below."))]
     assert view.not_fine(quiet) == []
     assert [c.reason for c in view.not_fine(drifted)] == ["Drifted"]
+
+
+def test_a_field_the_plugin_does_not_know_is_named_not_fatal(kimi_doc: dict[str, Any]) -> None:
+    """A newer operator's CRD admits fields this plugin does not know: the object still shows, the fields are
+    named with the fix (upgrade the plugin), and no one is told to fix a spelling the API server accepted."""
+    newer = body(kimi_doc)
+    newer["spec"]["switching"]["futureKnob"] = 3
+    newer["spec"]["pools"]["speculative"]["newPoolField"] = {"a": 1}
+    item = view.load(newer)
+    assert item.obj.spec.switching.crossover_concurrency == 6
+    assert set(item.unknown) == {"spec.switching.futureKnob", "spec.pools.speculative.newPoolField"}
+    note = view.unknown_note(item) or ""
+    assert "llm/m" in note and "upgrade the plugin" in note and "spelling" not in note
+    assert "SpecServe llm/m" in view.status_text(view.status_data(item))
+    assert view.unknown_note(view.load(body(kimi_doc))) is None
+
+
+def test_explain_says_what_blocks_switching(kimi_doc: dict[str, Any]) -> None:
+    status = {
+        **STATUS,
+        "load": None,
+        "conditions": [
+            cond("MetricsAvailable", "False", "NoData", "no engine series in Prometheus"),
+            cond("Degraded", "True", "AutoscalerConflict", "an HPA scales m-spec"),
+            cond("Switching", "False", "Paused", "switching is paused"),
+        ],
+    }
+    data = view.explain_data(view.load(body(kimi_doc, paused=True, status=status)))
+    text = view.explain_text(data)
+    assert "no load recorded yet" not in text
+    assert "Switching is blocked:" in text
+    assert "MetricsAvailable=False NoData: no engine series in Prometheus" in text
+    assert "Degraded (AutoscalerConflict: an HPA scales m-spec)" in text
+    assert "paused (kubectl specserve resume" in text
+    assert view.explain_data(view.load(body(kimi_doc)))["blocked"] == []

@@ -148,3 +148,22 @@ def test_cli_bad_arguments_are_one_line(
     code = main(["simulate", *[spec if a == "SPEC" else a for a in argv]])
     err = capsys.readouterr().err
     assert code == 2 and expected in err and "Traceback" not in err
+
+
+def test_cli_unknown_trace_lists_the_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    from specserve_tools.simulate.synthetic import SHIPPED  # noqa: PLC0415
+
+    assert main(["simulate", "--trace", "diurnl"]) == 2
+    err = capsys.readouterr().err
+    assert "--trace diurnl: no such file, and not a shipped trace" in err
+    assert all(name in err for name in SHIPPED) and err.strip().count("\n") == 0
+
+
+def test_cli_progress_goes_to_stderr_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--trace", "step", "--jobs", "1", "--json", "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "specserve simulate: simulating" in captured.err and "trace step" in captured.err
+    assert "done in" in captured.err
+    assert captured.out.lstrip().startswith("{")  # stdout stays the result alone
+    assert main(["simulate", "--trace", "step", "--jobs", "1", "--json"]) == 0  # not a terminal: quiet
+    assert "simulating" not in capsys.readouterr().err

@@ -145,6 +145,13 @@ def crd() -> JSON:
                             "type": "string",
                             "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
                         },
+                        {
+                            # Ready=True alone hides a SpecServe that serves but is Degraded (an invalid spec
+                            # held, an autoscaler conflict): the column shows it in `kubectl get`.
+                            "name": "Degraded",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Degraded")].status',
+                        },
                         {"name": "Strategy", "type": "string", "jsonPath": ".spec.strategy"},
                         {"name": "Mode", "type": "string", "jsonPath": ".status.activeMode"},
                         {"name": "Spec weight", "type": "integer", "jsonPath": ".status.weights.speculative"},

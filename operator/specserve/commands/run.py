@@ -104,6 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(repeatable; default: only --prometheus-url)",
     )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text, or json for log aggregation: one object a line (timestamp, severity, message, object)",
+    )
 
 
 def _leader_election(args: argparse.Namespace) -> LeaderElection | None:
@@ -319,14 +325,26 @@ def _exit_after(seconds: float) -> Callable[[], None]:
     return arm
 
 
+def configure_logging(args: argparse.Namespace) -> None:
+    """Every logger (the operator's, kopf's) through kopf's handler; JSON with python-json-logger (kopf's own
+    dependency), the SpecServe a message is about under "object"."""
+    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(
+        debug=args.log_level == "debug",
+        verbose=args.log_level in ("debug", "info"),
+        log_format=log_format,
+        log_refkey="object",
+    )
+    logging.getLogger().setLevel(args.log_level.upper())
+
+
 def run(args: argparse.Namespace) -> int:
+    configure_logging(args)  # first: a configuration error is logged in the chosen format too
     try:
         config = config_from(args)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    kopf.configure(debug=args.log_level == "debug", verbose=args.log_level in ("debug", "info"))
-    logging.getLogger().setLevel(args.log_level.upper())
     if config.metrics_port:
         start_http_server(config.metrics_port, registry=telemetry.REGISTRY)
     try:

@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
 
+from specserve.kube.events import COMBINED, Correlator, Posting
 from specserve.kube.kinds import Kind, kind_of
 
 FIELD_MANAGER = "specserve"
@@ -108,6 +109,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._may_write: Callable[[], bool] | None = None
         self._auth: tuple[float, dict[str, str]] | None = None  # when the headers were read, the headers
+        self.events = Correlator()  # shared with lane(): one memory of the Events posted per process
 
     def fence(self, may_write: Callable[[], bool]) -> None:
         """Send no write (POST, PUT, PATCH, DELETE; every retry included) unless `may_write()` says so at that
@@ -120,6 +122,7 @@ class KubeClient:
         bulk of the traffic can hold whole (each reconcile slot's pass lists seven kinds at once)."""
         other = KubeClient(self._configuration, self._options)
         other.fence(lambda: self._may_write is None or self._may_write())
+        other.events = self.events
         return other
 
     def sibling(self) -> KubeClient:
@@ -359,34 +362,70 @@ class KubeClient:
     async def post_event(
         self, involved: JSON, *, reason: str, message: str, type_: str = "Normal", component: str = FIELD_MANAGER
     ) -> None:
-        """A core/v1 Event about `involved` (a full object); failures are logged, never raised: events are
-        best-effort and must not fail a reconcile."""
+        """A core/v1 Event about `involved` (a full object), correlated as client-go's recorder does
+        (kube.events): a repeat within the window bumps the existing Event's count, a run of similar ones is
+        combined into one. Failures are logged, never raised: events are best-effort and must not fail a
+        reconcile."""
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            # An explicit unique name: like kubectl's <object>.<random>, and it needs no generateName support.
-            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion"),
-                "kind": involved.get("kind"),
-                "name": meta.get("name"),
-                "namespace": namespace,
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": type_,
-            # The legacy core/v1 fields only: setting eventTime would oblige the events.k8s.io ones too.
-            "source": {"component": component},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        name = meta.get("name", "object")
+        who = (str(meta.get("uid") or ""), namespace, str(involved.get("kind")), str(name))
+        message = message[:1024]
+        # An explicit unique name: like kubectl's <object>.<random>, and it needs no generateName support.
+        posting = self.events.correlate(
+            who, type_, reason, message, time.time(), lambda: f"{name}.{uuid.uuid4().hex[:16]}"
+        )
         try:
-            await self.create(EVENT, namespace, event)
+            if not posting.new and await self._bump_event(namespace, posting):
+                self.events.posted(who, type_, reason, posting)
+                return
+            if not posting.new:  # the Event expired on the server (its TTL): post it afresh
+                self.events.forget(who, type_, reason, posting)
+                posting = self.events.correlate(
+                    who, type_, reason, posting.message.removeprefix(COMBINED), posting.last,
+                    lambda: f"{name}.{uuid.uuid4().hex[:16]}",
+                )  # fmt: skip
+            await self.create(EVENT, namespace, _event(involved, namespace, reason, type_, component, posting))
+            self.events.posted(who, type_, reason, posting)
         except KubeError as exc:
-            log.warning("could not post event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, exc)
+
+    async def _bump_event(self, namespace: str, posting: Posting) -> bool:
+        """Count one more on an Event already posted; False when it is gone (404)."""
+        path = EVENT.object_path(namespace, posting.name)
+        body = {"count": posting.count, "message": posting.message, "lastTimestamp": _stamp(posting.last)}
+        status, data = await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
+        if status == 404:
+            return False
+        if status >= 300:
+            raise self._fail("PATCH", path, status, data)
+        return True
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _event(involved: JSON, namespace: str, reason: str, type_: str, component: str, posting: Posting) -> JSON:
+    meta = involved.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": posting.name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion"),
+            "kind": involved.get("kind"),
+            "name": meta.get("name"),
+            "namespace": namespace,
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "reason": reason,
+        "message": posting.message,
+        "type": type_,
+        # The legacy core/v1 fields only: setting eventTime would oblige the events.k8s.io ones too.
+        "source": {"component": component},
+        "firstTimestamp": _stamp(posting.first),
+        "lastTimestamp": _stamp(posting.last),
+        "count": posting.count,
+    }

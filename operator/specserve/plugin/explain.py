@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specserve.plugin.common import add_common, cluster, emit, namespace, user_errors
+from specserve.plugin.common import add_common, cluster, emit, namespace, shown, user_errors
 from specserve.plugin.plot import png, terminal
-from specserve.plugin.view import explain_data, explain_text, load
+from specserve.plugin.view import explain_data, explain_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @user_errors
 def run(args: argparse.Namespace) -> int:
     kube = cluster(args)
-    data = explain_data(load(kube.get(namespace(args, kube), args.name)))
+    data = explain_data(shown(kube.get(namespace(args, kube), args.name)))
     text = explain_text(data)
     if data["curves"] is not None and not args.no_plot and args.output == "text":
         text += "\n\n" + terminal(data)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from specserve.plugin.common import add_common, cluster, emit, namespace, user_errors
-from specserve.plugin.view import history_data, history_text, load
+from specserve.plugin.common import add_common, cluster, emit, namespace, shown, user_errors
+from specserve.plugin.view import history_data, history_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +16,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @user_errors
 def run(args: argparse.Namespace) -> int:
     kube = cluster(args)
-    rows = history_data(load(kube.get(namespace(args, kube), args.name)))
+    rows = history_data(shown(kube.get(namespace(args, kube), args.name)))
     emit(args, rows, history_text(rows))
     return 0

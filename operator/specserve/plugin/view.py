@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from specserve.api.conditions import ABNORMAL_TRUE
+from specserve.api.conditions import ABNORMAL_TRUE, DEGRADED, METRICS_AVAILABLE, SWITCHING, find_condition
 from specserve.api.models import (
     Condition,
     ConditionStatus,
@@ -42,23 +44,86 @@ class Loaded:
     body: JSON
     obj: SpecServe
     status: SpecServeStatus
+    unknown: tuple[str, ...] = field(default=())  # fields this plugin does not know, left out of what it shows
 
     @property
     def key(self) -> str:
         return f"{self.obj.metadata.namespace}/{self.obj.metadata.name}"
 
 
+UNKNOWN_FIELD = "unknown field;"  # how validation words extra_forbidden
+MAX_UNKNOWN = 50  # passes of leaving fields out; an object with more is not one this plugin can show
+UPGRADE = "upgrade the plugin to the operator's version (kubectl krew upgrade specserve, or pip install -U specserve)"
+_INDEX = re.compile(r"^(.*)\[(\d+)\]$")
+
+
 def load(body: JSON) -> Loaded:
-    try:
-        obj = parse_object(body)
-    except (InvalidSpecServe, ValidationError) as exc:
-        name = (body.get("metadata") or {}).get("name", "?")
-        raise ViewError(f"specserve {name}: its spec does not validate: {exc}") from exc
+    """The object as the views read it. The API server has accepted it, so a field this plugin does not know
+    means the cluster's CRD is newer than the plugin: it is left out of the display (and named), not fatal."""
+    unknown: list[str] = []
+    current = body
+    for _ in range(MAX_UNKNOWN):
+        try:
+            obj = parse_object(current)
+            break
+        except InvalidSpecServe as exc:
+            extra = [e.field for e in exc.errors if e.message.startswith(UNKNOWN_FIELD)]
+            if not extra:
+                raise ViewError(f"specserve {_name(body)}: {_unreadable(exc)}") from exc
+            current = _without(current, extra)
+            unknown += extra
+        except ValidationError as exc:
+            raise ViewError(f"specserve {_name(body)}: {_unreadable(exc)}") from exc
+    else:
+        raise ViewError(f"specserve {_name(body)}: too many fields this plugin does not know; {UPGRADE}")
     try:
         status = SpecServeStatus.model_validate(body.get("status") or {})
     except ValidationError:
         status = SpecServeStatus()  # an unreadable status shows as empty, as the operator treats it
-    return Loaded(body, obj, status)
+    return Loaded(body, obj, status, tuple(unknown))
+
+
+def _unreadable(exc: Exception) -> str:
+    # The API server accepted the object: a value this plugin refuses is most likely a newer operator's.
+    return f"this plugin cannot read its spec ({exc}); if the operator is newer than the plugin, {UPGRADE}"
+
+
+def _name(body: JSON) -> str:
+    meta = body.get("metadata") or {}
+    return f"{meta['namespace']}/{meta.get('name', '?')}" if meta.get("namespace") else str(meta.get("name", "?"))
+
+
+def _without(body: JSON, paths: list[str]) -> JSON:
+    """A copy of body without the fields at these dotted paths (spec.a.b, spec.list[2].c)."""
+    out = copy.deepcopy(body)
+    for path in paths:
+        node: Any = out
+        parts = path.split(".")
+        for i, part in enumerate(parts):
+            found = _INDEX.match(part)
+            key, index = (found.group(1), int(found.group(2))) if found else (part, None)
+            last = i == len(parts) - 1 and index is None
+            if not isinstance(node, dict) or key not in node:
+                break
+            if last:
+                del node[key]
+                break
+            node = node[key]
+            if index is not None:
+                if not isinstance(node, list) or index >= len(node):
+                    break
+                if i == len(parts) - 1:
+                    del node[index]
+                    break
+                node = node[index]
+    return out
+
+
+def unknown_note(item: Loaded) -> str | None:
+    """One line naming the fields left out, and the fix (None: the plugin knows every field)."""
+    if not item.unknown:
+        return None
+    return f"note: {item.key} has fields this plugin does not know ({', '.join(item.unknown)}), not shown; {UPGRADE}"
 
 
 def not_fine(conditions: list[Condition]) -> list[Condition]:
@@ -251,9 +316,26 @@ def explain_data(item: Loaded) -> JSON:
             "baselineTokensPerSecond": point.baseline_tps,
         },
         "paused": is_paused(item.obj.metadata.annotations),
+        "blocked": blocked(item),
         "memory": _memory(item),
         "learning": _learning(item),
     }
+
+
+def blocked(item: Loaded) -> list[str]:
+    """What stops switching from acting now, from the conditions and the pause annotation (empty: nothing)."""
+    conditions = item.status.conditions
+    out = []
+    metrics = find_condition(conditions, METRICS_AVAILABLE)
+    if metrics is not None and metrics.status == ConditionStatus.FALSE:
+        out.append(f"load unknown (MetricsAvailable=False {metrics.reason}: {metrics.message}): switching holds")
+    degraded = find_condition(conditions, DEGRADED)
+    if degraded is not None and degraded.status == ConditionStatus.TRUE:
+        out.append(f"Degraded ({degraded.reason}: {degraded.message})")
+    switching = find_condition(conditions, SWITCHING)
+    if is_paused(item.obj.metadata.annotations) or (switching is not None and switching.reason == "Paused"):
+        out.append("paused (kubectl specserve resume to switch again): only failover off a dead pool acts")
+    return out
 
 
 def _learning(item: Loaded) -> JSON | None:
@@ -376,8 +458,13 @@ def explain_text(data: JSON) -> str:
             f"{point['perReplica']:g} per replica"
             + (f"; crossover {cross:g} per replica" if cross is not None else "; no crossover")
         )
+    elif data["blocked"]:
+        lines.append("Now: demand unknown")
     else:
         lines.append("Now: demand unknown (no load recorded in status yet)")
+    if data["blocked"]:
+        lines.append("Switching is blocked:")
+        lines += [f"  {why}" for why in data["blocked"]]
     spec_tps, base_tps = point["speculativeTokensPerSecond"], point["baselineTokensPerSecond"]
     if spec_tps is not None and base_tps is not None:
         better = "speculation" if spec_tps > base_tps else "baseline"
@@ -394,8 +481,6 @@ def explain_text(data: JSON) -> str:
         lines.append(f"Curves: {data['curves']['source']}.")
     else:
         lines.append("Curves: none (run `specserve bench` and `specserve calibrate`).")
-    if data["paused"]:
-        lines.append("Switching is PAUSED: the loop holds everything except failover off a dead pool.")
     return "\n".join(lines)
 
 

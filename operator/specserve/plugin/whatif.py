@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from specserve.plugin.common import add_common, cluster, emit, namespace, user_errors
-from specserve.plugin.view import load, what_if, what_if_text
+from specserve.plugin.common import add_common, cluster, emit, namespace, shown, user_errors
+from specserve.plugin.view import what_if, what_if_text
 
 
 def _demand(text: str) -> float:
@@ -28,6 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @user_errors
 def run(args: argparse.Namespace) -> int:
     kube = cluster(args)
-    data = what_if(load(kube.get(namespace(args, kube), args.name)), args.demand)
+    data = what_if(shown(kube.get(namespace(args, kube), args.name)), args.demand)
     emit(args, data, what_if_text(data))
     return 0

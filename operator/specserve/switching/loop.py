@@ -235,7 +235,6 @@ class SwitchingLoop:
         curves = self._curves_of((ns, name), obj)
         cross = obj.spec.switching.crossover_concurrency or (crossover(curves) if curves is not None else None)
         telemetry.observe_spec(ns, name, obj, cross, is_paused(obj.metadata.annotations))
-        telemetry.observe_status(ns, name, done.after)
         if done.persisted is not None and done.persisted.weights is not None:
             telemetry.TARGET_WEIGHT.labels(ns, name, "speculative").set(done.persisted.weights.speculative)
             telemetry.TARGET_WEIGHT.labels(ns, name, "baseline").set(done.persisted.weights.baseline)

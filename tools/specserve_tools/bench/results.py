@@ -158,3 +158,38 @@ def load_result(path: str) -> BenchResult:
     except CurveError as exc:
         raise BenchFileError(f"{path}: unusable curve: {exc}") from exc
     return result
+
+
+SPECULATIVE_LABELS = ("speculative", "adaptive", "eagle", "standalone", "ngram")
+
+
+def mode_of(result: BenchResult) -> str | None:
+    """Which server a result measured, "speculative" or "baseline", from what the file carries: the server's
+    own word (get_server_info's speculative_algorithm, the emulator's mode), else its label; None: unknown."""
+    server = result.server
+    if "speculative_algorithm" in server:
+        return "speculative" if server["speculative_algorithm"] else "baseline"
+    emulated = server.get("specserve_emulator")
+    if isinstance(emulated, dict) and isinstance(emulated.get("mode"), str):
+        return "baseline" if emulated["mode"] == "baseline" else "speculative"
+    label = result.label.lower()
+    if label.startswith("baseline") or label in ("base", "plain"):
+        return "baseline"
+    if label.startswith(SPECULATIVE_LABELS):
+        return "speculative"
+    return None
+
+
+def plot_labels(results: list[tuple[str, BenchResult]]) -> list[str]:
+    """A legend entry per (path, result): its label, and where two share one, what tells them apart (the file;
+    the speculative steps when the servers differ in them)."""
+    labels = [r.label for _, r in results]
+    out = []
+    for path, result in results:
+        if labels.count(result.label) == 1:
+            out.append(result.label)
+            continue
+        steps = result.server.get("speculative_num_steps")
+        detail = f"{steps} steps, " if steps else ""
+        out.append(f"{result.label} ({detail}{Path(path).name})")
+    return out

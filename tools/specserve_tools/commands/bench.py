@@ -22,7 +22,14 @@ from specserve.api.curves import CurveError
 from specserve_tools.bench.client import BenchError, Endpoint, get_json, probe
 from specserve_tools.bench.plot import plot_curves
 from specserve_tools.bench.prompts import PromptFileError, load_prompts
-from specserve_tools.bench.results import BenchFileError, BenchResult, load_result, write_csv, write_json
+from specserve_tools.bench.results import (
+    BenchFileError,
+    BenchResult,
+    load_result,
+    plot_labels,
+    write_csv,
+    write_json,
+)
 from specserve_tools.bench.sweep import DEFAULT_LEVELS, Callbacks, SweepPlan, parse_levels, run_sweep
 
 PROG = "specserve bench"
@@ -141,7 +148,8 @@ def _plot_only(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     out = Path(args.output_dir) / f"{args.name}.png"
     try:
-        plot_curves([(r.label, r.curve()) for r in results], out)
+        labels = plot_labels(list(zip(args.plot, results, strict=True)))
+        plot_curves([(label, r.curve()) for label, r in zip(labels, results, strict=True)], out)
     except (OSError, CurveError) as exc:
         return _fail(f"cannot write {out}: {exc}", 1)
     print(f"wrote {out}")

@@ -28,7 +28,7 @@ from specserve_tools.bench.calibrate import (
     learned_write_back,
     switching_fields,
 )
-from specserve_tools.bench.results import BenchFileError, load_result, measured_runs
+from specserve_tools.bench.results import BenchFileError, BenchResult, load_result, measured_runs, mode_of
 from specserve_tools.bench.specyaml import (
     SpecFileError,
     read_spec_doc,
@@ -79,6 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="relative 95%% CI half-width assumed for a level measured once (repeated levels carry their own)",
     )
     parser.add_argument("--write", metavar="SPECSERVE.yaml", help="set the results in this SpecServe file")
+    parser.add_argument(
+        "--ignore-labels",
+        action="store_true",
+        help="calibrate although a file's own label or server info says it measured the other mode",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -143,6 +148,31 @@ def _print_text(cal: Calibration) -> None:
         print(f"SGLang --speculative-adaptive-config file: {json.dumps(sglang_config(cal.adaptive_config))}")
 
 
+def _check_modes(args: argparse.Namespace, spec_runs: list[BenchResult], base_runs: list[BenchResult]) -> None:
+    """Each bench file says which server it measured: one given in the other mode's place would flip the
+    verdict (and --write would store it), so it is refused, naming the file and the fix."""
+    spec_paths = [args.speculative, *args.more_speculative]
+    base_paths = [args.baseline, *args.more_baseline]
+    wrong = [
+        (path, found, place)
+        for runs, paths, place in ((spec_runs, spec_paths, "speculative"), (base_runs, base_paths, "baseline"))
+        for res, path in zip(runs, paths, strict=True)
+        if (found := mode_of(res)) is not None and found != place
+    ]
+    if not wrong:
+        return
+    said = "; ".join(
+        f"{path} measured a {found} server but is given as the {place} one" for path, found, place in wrong
+    )
+    swapped = mode_of(spec_runs[0]) == "baseline" and mode_of(base_runs[0]) == "speculative"
+    fix = (
+        f"swap them: {PROG} {args.baseline} {args.speculative}"
+        if swapped
+        else "give the speculative server's result first, then the baseline's"
+    )
+    raise ValueError(f"{said}: {fix} (--ignore-labels if the files' labels are wrong)")
+
+
 def _num_steps(args: argparse.Namespace, spec_doc: Any) -> int:
     if args.num_steps is not None:
         if not 1 <= args.num_steps <= 32:
@@ -186,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"{path}: the measured curve {problem}; sweep more concurrency levels")
         if not 0 <= args.noise < 1:
             raise ValueError(f"--noise must be in [0, 1) (a fraction of a level's tok/s), got {args.noise:g}")
+        if not args.ignore_labels:
+            _check_modes(args, spec_runs, base_runs)
         spec_doc = read_spec_doc(Path(args.write)) if args.write else None
         cal = calibrate(
             measured_runs(spec_runs, args.noise),

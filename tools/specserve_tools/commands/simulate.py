@@ -7,10 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -63,10 +66,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="policies simulated in parallel")
     parser.add_argument("--out", metavar="DIR", help="write result.json, result.csv, timeline.png and gain.png here")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="what it is doing and for how long, on stderr (default: when stderr is a terminal)",
+    )
 
 
 class UsageError(ValueError):
     pass
+
+
+PROGRESS_EVERY = 1.0  # seconds between updates on a terminal
+PROGRESS_EVERY_LOG = 10.0  # between lines when stderr is not a terminal (--progress into a log)
+
+
+@contextmanager
+def progress(what: str | None, stream: TextIO) -> Iterator[None]:
+    """`what` and the time spent on it, on `stream` until the block ends (None: nothing). The policies run in
+    worker processes with no finer account, so it says it is alive and for how long, not a fraction."""
+    if what is None:
+        yield
+        return
+    terminal = stream.isatty()
+    started = time.monotonic()
+    done = threading.Event()
+
+    def tick() -> None:
+        every = PROGRESS_EVERY if terminal else PROGRESS_EVERY_LOG
+        while not done.wait(every):
+            line = f"{PROG}: {what}: {time.monotonic() - started:.0f} s"
+            stream.write(f"\r{line}" if terminal else f"{line}\n")
+            stream.flush()
+
+    stream.write(f"{PROG}: {what}...\n")
+    stream.flush()
+    ticker = threading.Thread(target=tick, name="simulate-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+        stream.write(("\r" if terminal else "") + f"{PROG}: {what}: done in {time.monotonic() - started:.1f} s\n")
+        stream.flush()
 
 
 def _spec(args: argparse.Namespace) -> SpecServe:
@@ -98,6 +142,11 @@ def _profile(args: argparse.Namespace) -> Profile:
 def _trace(args: argparse.Namespace) -> Trace:
     if args.trace in SHIPPED and not Path(args.trace).exists():
         trace = shipped_trace(args.trace, args.seed)
+    elif not Path(args.trace).exists():
+        raise UsageError(
+            f"--trace {args.trace}: no such file, and not a shipped trace; the shipped ones: {', '.join(SHIPPED)} "
+            f"(or a trace file: {', '.join(f.value for f in TraceFormat)})"
+        )
     else:
         trace = load_trace(args.trace, TraceFormat(args.format) if args.format else None)
     if args.tokens_per_request is not None:
@@ -137,7 +186,10 @@ def run(args: argparse.Namespace) -> int:
     slo = Slo(args.slo_ttft, args.slo_tpot)
     scen = scenario(obj, profile, slo, args.step, policy_slo=not args.no_policy_slo)
     load = bin_trace(trace, args.step)
-    result = compare(scen.setup, load, scen.knobs, scen.curves, jobs=args.jobs)
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    what = f"simulating {trace.duration / 3600:.1f} h of trace {trace.name} ({scen.setup.strategy}, --jobs {args.jobs})"
+    with progress(what if show else None, sys.stderr):
+        result = compare(scen.setup, load, scen.knobs, scen.curves, jobs=args.jobs)
     result.notes[:0] = scen.notes
     elapsed = time.perf_counter() - started
     context: dict[str, Any] = {
