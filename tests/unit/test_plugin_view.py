@@ -194,6 +194,11 @@ def test_explain_shows_the_learned_curves_and_the_forecast_trust(kimi_doc: dict[
     assert "baseline: no confident range yet" in text
     assert "last drift: Speculative at 2026-12-01T09:30:00Z, -30% off the curve" in text
     assert "recent error 12%, trust 0.80" in text
+    # Adaptive reports its learned curves but re-renders from the calibrated ones: explain says so.
+    obj["spec"]["strategy"] = "Adaptive"
+    text = view.explain_text(view.explain_data(view.load(obj)))
+    assert "crossover per replica 3.5 learned (not used: Adaptive renders from the calibrated curves)" in text
+    assert "decided with" not in text
     # Nothing learned yet: no section at all.
     assert view.explain_data(view.load(body(kimi_doc)))["learning"] is None
 

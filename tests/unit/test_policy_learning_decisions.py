@@ -61,4 +61,5 @@ def test_adaptive_reports_its_learned_curves_but_re_renders_from_the_calibrated_
     for i in range(400):
         learned.decide(serving(i * 15.0, 0.5), converging=False)
     assert learned.curves == CURVES
+    assert learned.learning is not None
     assert effective(CURVES, learned.learning) != CURVES  # what it would change, as status shows

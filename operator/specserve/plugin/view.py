@@ -362,14 +362,17 @@ def _learning(item: Loaded) -> JSON | None:
     return data
 
 
-def _learning_lines(learning: JSON) -> list[str]:
+def _learning_lines(learning: JSON, strategy: str) -> list[str]:
     lines: list[str] = []
     if "lastUpdate" in learning:
         cross = learning["crossover"]
         calibrated, effective = cross.get("calibrated"), cross.get("effective")
+        # Adaptive re-renders from the calibrated curves; the others decide with the learned ones (docs/learning.md)
+        adaptive = strategy == "Adaptive"
+        used = "learned (not used: Adaptive renders from the calibrated curves)" if adaptive else "decided with"
         lines.append(
             f"Learned curves (updated {learning['lastUpdate']}): crossover per replica "
-            f"{_num(effective)} decided with, {_num(calibrated)} calibrated"
+            f"{_num(effective)} {used}, {_num(calibrated)} calibrated"
         )
         for mode, span in learning["coverage"].items():
             where = f"confident from {span[0]:g} to {span[1]:g} per replica" if span else "no confident range yet"
@@ -476,7 +479,7 @@ def explain_text(data: JSON) -> str:
     if data["memory"] is not None:
         lines += _memory_lines(data["memory"], data["strategy"])
     if data["learning"] is not None:
-        lines += _learning_lines(data["learning"])
+        lines += _learning_lines(data["learning"], data["strategy"])
     if data["curves"] is not None:
         lines.append(f"Curves: {data['curves']['source']}.")
     else:

@@ -24,6 +24,9 @@ class ModeCurves:
     speculative: Curve
     baseline: Curve
     modelled: bool = False  # True: built from the crossover alone (model_from_crossover), not measured
+    # spec.switching.calibratedAcceptLength: the accept length the speculative curve was measured at (None: not
+    # given). Learning normalises the speculative evidence to it (policy.learning).
+    accept_length: float | None = None
 
     def curve(self, mode: Mode) -> Curve:
         return self.speculative if mode is Mode.SPECULATIVE else self.baseline
@@ -107,6 +110,7 @@ def curves_from_spec(switching: SwitchingSpec) -> ModeCurves | None:
                 baseline=Curve.from_points(
                     [(p.concurrency, p.tokens_per_second) for p in measured.baseline], "curves.baseline"
                 ),
+                accept_length=switching.calibrated_accept_length,
             )
         except CurveError:
             pass

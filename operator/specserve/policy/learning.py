@@ -16,6 +16,10 @@ The model (docs/learning.md says why each choice):
 - Speculative evidence is stored per unit of accept length relative to a reference accept length: at a fixed draft
   configuration tokens/s is proportional to the accepted tokens per step, so when the accept length moves the
   whole speculative curve (observed and unobserved concurrencies alike) is scaled by recent / reference at once.
+  The reference is the accept length the curve was measured at (spec.switching.calibratedAcceptLength), else
+  the median of the first ACCEPT_CONFIRM readings that agree. A reading farther than ACCEPT_OUTLIER from the
+  accept length in use is held until ACCEPT_CONFIRM readings in a row agree on it (a broken scrape moves
+  nothing), and a round whose reading is held teaches nothing about the speculative curve.
 - Drift (policy.drift): a CUSUM on the residuals at confident points; when it fires, that mode's evidence is
   forgotten (weights to zero) and learning starts again from the calibrated prior.
 - The policy decides with `effective`: the learned ratio only where confidence >= CONFIDENT, 1 elsewhere, and
@@ -28,6 +32,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -43,6 +48,8 @@ CONFIDENT = 0.75  # w >= 3 x PRIOR_WEIGHT: six recent rounds of evidence at the 
 OUTLIER = 0.3
 SLEW_PER_HOUR = 0.25
 ACCEPT_SCALE_RANGE = (0.25, 2.0)  # a reading outside is a broken series, not a prompt mix
+ACCEPT_OUTLIER = 0.25  # relative distance from the accept length in use beyond which a reading waits
+ACCEPT_CONFIRM = 3  # readings in a row, within ACCEPT_OUTLIER of their median, that confirm a new accept length
 MAX_GRID = 12
 MIN_RUNNING = 0.5  # requests per replica below which a pool's tokens/s says nothing about its curve
 
@@ -75,8 +82,11 @@ class Learning:
     baseline: ModeLearning
     updated: float | None = None
     accept_reference: float | None = None  # the accept length speculative evidence is normalised to
-    accept_recent: float | None = None  # the last round's (held while no speculative pool serves)
+    accept_recent: float | None = None  # the confirmed accept length (held while no speculative pool serves)
     last_drift: Drift | None = None
+    # Readings far from accept_recent, waiting for confirmation. Memory only (not in status): an operator restart
+    # starts the confirmation again, a few evaluations.
+    accept_pending: tuple[float, ...] = ()
 
     def of(self, mode: Mode) -> ModeLearning:
         return self.speculative if mode is Mode.SPECULATIVE else self.baseline
@@ -181,13 +191,40 @@ def _decay(learned: ModeLearning, factor: float) -> ModeLearning:
     return replace(learned, points=tuple(replace(p, weight=p.weight * factor) for p in learned.points))
 
 
-def _accept(learning: Learning, seen: Iterable[Observation]) -> Learning:
-    """This round's accept length (already a rate over the query window), or the last one held."""
-    values = [o.accept_length for o in seen if o.accept_length is not None and o.accept_length > 0]
+def _accept(learning: Learning, seen: Iterable[Observation]) -> tuple[Learning, bool]:
+    """This round's accept length (already a rate over the query window) if it is confirmed, and whether it is:
+    near the one in use, or the median of ACCEPT_CONFIRM readings in a row that agree (the first ones included).
+    Else it waits, and the one in use stands; so does the last one while no speculative pool serves."""
+    values = [o.accept_length for o in seen if o.accept_length is not None and math.isfinite(o.accept_length)]
+    values = [v for v in values if v > 0]
     if not values:
-        return learning  # held: no speculative pool serving, the last reading stands
+        return learning, True
     value = sum(values) / len(values)
-    return replace(learning, accept_recent=value, accept_reference=learning.accept_reference or value)
+    current = learning.accept_recent
+    if current is not None and abs(value / current - 1) <= ACCEPT_OUTLIER:
+        return replace(learning, accept_recent=value, accept_pending=()), True
+    pending = (*learning.accept_pending, value)[-ACCEPT_CONFIRM:]
+    middle = statistics.median(pending)
+    if len(pending) < ACCEPT_CONFIRM or any(abs(v / middle - 1) > ACCEPT_OUTLIER for v in pending):
+        return replace(learning, accept_pending=pending), False
+    return replace(learning, accept_recent=middle, accept_pending=()), True
+
+
+def _reference(learning: Learning, curves: ModeCurves) -> Learning:
+    """The accept length speculative evidence is normalised to: the calibrated one where the spec gives it, else
+    the first confirmed one (kept until a drift resets it). When it changes (calibratedAcceptLength set or
+    edited, or status saved by a release that took the first reading) the stored ratios are rebased, so that the
+    curve the evidence describes stays where it was."""
+    reference = curves.accept_length or learning.accept_reference or learning.accept_recent
+    if reference == learning.accept_reference:
+        return learning
+    before = accept_scale(learning)
+    learning = replace(learning, accept_reference=reference)
+    factor = before / accept_scale(learning)
+    if factor == 1.0:
+        return learning
+    points = tuple(replace(p, ratio=p.ratio * factor) for p in learning.speculative.points)
+    return learning.with_mode(Mode.SPECULATIVE, replace(learning.speculative, points=points))
 
 
 def _learn_one(learning: Learning, curves: ModeCurves, seen: Observation) -> tuple[Learning, Drift | None]:
@@ -222,8 +259,9 @@ def _learn_one(learning: Learning, curves: ModeCurves, seen: Observation) -> tup
             points = [replace(p, weight=0.0, ratio=1.0) for p in points]  # forget: re-learn from the prior
     updated = ModeLearning(tuple(points), cusum, learned.last_observed)
     learning = learning.with_mode(seen.mode, updated)
-    if drift is not None and seen.mode is Mode.SPECULATIVE and learning.accept_recent is not None:
-        learning = replace(learning, accept_reference=learning.accept_recent)
+    if drift is not None and seen.mode is Mode.SPECULATIVE and curves.accept_length is None:
+        # No calibrated accept length: the evidence restarts from the curve as the accept length is now.
+        learning = replace(learning, accept_reference=learning.accept_recent or learning.accept_reference)
     return learning, drift
 
 
@@ -252,7 +290,10 @@ def observe(learning: Learning, curves: ModeCurves, seen: Iterable[Observation],
         speculative=_decay(learning.speculative, factor),
         baseline=_decay(learning.baseline, factor),
     )
-    learning = _accept(learning, seen)
+    learning, confirmed = _accept(learning, seen)
+    learning = _reference(learning, curves)
+    if not confirmed:  # normalised to an accept length not confirmed: no speculative evidence this round
+        seen = tuple(o for o in seen if o.mode is not Mode.SPECULATIVE or o.accept_length is None)
     drifts: list[Drift] = []
     for o in seen:
         learning, drift = _learn_one(learning, curves, o)
@@ -304,6 +345,7 @@ def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
         speculative=_curve(curves.speculative, learning.grid, spec, "effective speculative"),
         baseline=_curve(curves.baseline, learning.grid, base, "effective baseline"),
         modelled=curves.modelled,
+        accept_length=curves.accept_length,
     )
 
 

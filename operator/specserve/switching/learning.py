@@ -188,7 +188,7 @@ class Learned:
     """One round's learning, ready for the loop: the curves to decide with, and the status it adds."""
 
     round: Round
-    curves: ModeCurves
+    curves: ModeCurves  # what the policy decides with: the learned, slew-bounded effective curves (decision_curves)
     write: LearningStatus | None  # None: status.learning stays as it is this round
 
     def apply(self, status: SpecServeStatus, generation: int | None, now: float) -> SpecServeStatus:
@@ -206,8 +206,10 @@ def learning_round(
     settled: bool,
     interval: float,
 ) -> Learned:
+    """One SpecServe's learning round, from the previous state (memory, else status) and this round's sample to
+    the curves the policy decides with: the switching loop's and simulate's learned policy's one path."""
     learning = resume_learning(memory, saved, curves)
     done = learn(learning, curves, sample, strategy, settled)
     now = sample.time
     write = to_status(curves, done.learning, now) if worth_writing(saved, done.drifts, now, interval) else None
-    return Learned(done, curves, write)
+    return Learned(done, done.effective, write)
