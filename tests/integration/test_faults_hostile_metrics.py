@@ -79,7 +79,7 @@ def spec_weight(api: FakeApiServer, name: str) -> int | None:
     route = api.get(HTTPROUTES, NS, name)
     if route is None:
         return None
-    return next(b["weight"] for b in route["spec"]["rules"][0]["backendRefs"] if b["name"] == f"{name}-spec")
+    return next(int(b["weight"]) for b in route["spec"]["rules"][0]["backendRefs"] if b["name"] == f"{name}-spec")
 
 
 async def serving(api: FakeApiServer, doc: JSON, name: str, port: int) -> None:
