@@ -60,6 +60,10 @@ async def test_an_evaluation_that_raises_holds_that_specserve_and_the_round_goes
     assert (cond["status"], cond["reason"]) == ("False", EVALUATION_FAILED)
     assert "OverflowError" in cond["message"] and "unknown" in cond["message"]
     assert ("Warning", "MetricsUnavailable") in [(t, r) for t, r, _ in w.kube.events]
+    # The policy decided "bad" again on unknown load, knowing only its pools' Ready replicas (a failover acts on them).
+    fallback = [s for _, s, _ in w.policy.calls if s.error and "OverflowError" in s.error]
+    assert fallback and fallback[-1].demand is None and fallback[-1].speculative is not None
+    assert (fallback[-1].speculative.ready_replicas, fallback[-1].speculative.running) == (1, None)
     w.prom.demand["bad"] = 7.0  # readable again: it recovers
     await rounds(w, 115)
     assert w.condition("MetricsAvailable", "bad")["status"] == "True"

@@ -34,7 +34,7 @@ from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, Reason, fa
 from specserve.metrics.startup import measured_startup_seconds
 from specserve.policy.knobs import default_startup_seconds, min_dwell_seconds
 from specserve.policy.switching import MAX_DEMAND
-from specserve.policy.types import PoolSignal
+from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.pools import PoolState, pool_states
 from specserve.switching.record import Source
 
@@ -266,7 +266,17 @@ def plausible(reading: Reading) -> Reading:
         f"a pool reports a request count no deployment holds (more than {MAX_DEMAND:.0e} in flight, or negative): "
         "a broken or hostile exporter, not load"
     )
-    return Reading(replace(sample, demand=None, error=message), IMPLAUSIBLE, reading.query)
+    return Reading(readiness_only(sample, message), IMPLAUSIBLE, reading.query)
+
+
+def readiness_only(sample: Sample, error: str) -> Sample:
+    """An unknown-load sample that keeps only the pools' Ready replicas (from the Deployments: a failover still
+    acts on them) and none of the values read beside the load."""
+
+    def ready(signal: PoolSignal | None) -> PoolSignal | None:
+        return PoolSignal(ready_replicas=signal.ready_replicas) if signal is not None else None
+
+    return Sample(sample.time, None, ready(sample.speculative), ready(sample.baseline), error=error)
 
 
 def _plan(

@@ -21,14 +21,14 @@ from specserve.api.models import SpecServe
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
-from specserve.metrics.signal import failed
+from specserve.metrics.signal import Reading, failed
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
-from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan
+from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan, readiness_only
 from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
 from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
@@ -210,7 +210,8 @@ class SwitchingLoop:
                 f"the evaluation failed unexpectedly ({type(exc).__name__}) on the load read: treated as unknown; "
                 "the operator's log has the details"
             )
-            got = Gathered(failed(now, EVALUATION_FAILED, message), got.pools, got.startup_seconds)
+            unknown = Reading(readiness_only(replace(got.reading.sample, time=now), message), EVALUATION_FAILED)
+            got = Gathered(unknown, got.pools, got.startup_seconds)
             done, learned = await self._decide(tracked, obj, p, got, now, learn=False)
         self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
         body = tracked.body
