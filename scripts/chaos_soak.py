@@ -39,7 +39,8 @@ Invariants (each breach printed with its time; --reaction-bound seconds of grace
   unnamed-stuck a stalled roll not named in status (status.pools[].failure, or a False condition naming the cause)
                 within one resync interval (+2 s)
   hostile-unnamed  a SpecServe under a hostile-metric fault whose MetricsAvailable is not False (reason
-                ImplausibleReading) after 3 evaluations + --reaction-bound
+                ImplausibleReading, unless Prometheus is down or its series partial) after 3 evaluations +
+                --reaction-bound
   second-acted  the second operator acting (specserve_operator_conflict 0 on its metrics port) while another
                 holds the Lease, or not refusing loudly (its log) within a lease + --reaction-bound
   converge      after the faults stop (all undone), every SpecServe observed (status.observedGeneration), Ready,
@@ -784,7 +785,9 @@ class Chaos:
             if since is None or now - since < 3 * interval + self.checker.bound:
                 continue
             cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
-            if (cond.get("status"), cond.get("reason")) != ("False", "ImplausibleReading"):
+            # While Prometheus is down or the pool's series are partial, those name the unknown load instead.
+            masked = self.busy("prometheus") or any((name, suffix) in self.exposition.partial for suffix in POOLS)
+            if cond.get("status") != "False" or (cond.get("reason") != "ImplausibleReading" and not masked):
                 self.checker.report(now, name, "hostile-unnamed", f"MetricsAvailable {cond.get('status')} "
                                     f"{cond.get('reason')} {now - since:.0f}s into a hostile metric")  # fmt: skip
                 self.hostile_since[name] = now  # once per window
