@@ -26,6 +26,10 @@ Faults (one started every --fault-interval seconds on average, each lasting 10-4
   prometheus  Prometheus stops (outage) / partial-series: some pods of a pool have no series
   latency     API calls for one kind answered 0.5-2 s late
   leader      the leading operator replica is killed (SIGKILL or SIGTERM) and a new replica started
+  hostile-metric  one SpecServe's speculative pods publish sglang:num_running_reqs near 1e200 (varying; it ended
+              every switching round for every SpecServe, issue 31)
+  second-operator a `specserve run` without --leader-elect (a laptop run) starts against the same namespace and
+              is stopped again (two operators fought unnoticed, issue 31)
 
 Invariants (each breach printed with its time; --reaction-bound seconds of grace where reacting takes time):
   dead-weight   weight on a pool with no Ready replica while another pool of the SpecServe is Ready
@@ -34,12 +38,18 @@ Invariants (each breach printed with its time; --reaction-bound seconds of grace
   pruned-ready  a Ready pool's Deployment (or the route) deleted while no other pool of the SpecServe is Ready
   unnamed-stuck a stalled roll not named in status (status.pools[].failure, or a False condition naming the cause)
                 within one resync interval (+2 s)
+  hostile-unnamed  a SpecServe under a hostile-metric fault whose MetricsAvailable is not False (reason
+                ImplausibleReading, unless Prometheus is down or its series partial) after 3 evaluations +
+                --reaction-bound
+  second-acted  the second operator acting (specserve_operator_conflict 0 on its metrics port) while another
+                holds the Lease, or not refusing loudly (its log) within a lease + --reaction-bound
   converge      after the faults stop (all undone), every SpecServe observed (status.observedGeneration), Ready,
                 pools updated and Ready, no <name>-engine left over, route weights = status.weights, no pool
                 failure, for 5 s in a row, within --settle seconds
 
 Summary: failovers (pods lost on the weighted pool -> weight off it, while the other pool was Ready) p50/p99,
-leader takeovers, faults and violations by kind. The operator under test is the one on this branch.
+leader takeovers, decisions of other SpecServes while a hostile metric was published (switching went on), faults
+and violations by kind. The operator under test is the one on this branch.
 """
 
 from __future__ import annotations
@@ -87,7 +97,10 @@ ALL_POOLS = {**POOLS, "engine": "engine"}  # and the one pool of Restart / Adapt
 DEMANDS = (1, 2, 4, 8, 12, 20)
 STUCK_STATES = ("ImagePullBackOff", "CrashLoopBackOff", "OOMKilled", "Unschedulable")
 STABLE = 5.0  # seconds a converged state must hold to count
-FAULTS = ("refuse", "stuck-roll", "strategy", "pods-lost", "hpa", "prometheus", "partial-series", "latency", "leader")
+FAULTS = ("refuse", "stuck-roll", "strategy", "pods-lost", "hpa", "prometheus", "partial-series", "latency", "leader",
+          "hostile-metric", "second-operator")  # fmt: skip
+NEEDS_PROMETHEUS = ("prometheus", "partial-series", "hostile-metric")
+HOSTILE = 1e200  # the hostile gauge's order of magnitude
 
 
 def _free_port() -> int:
@@ -186,6 +199,7 @@ class Exposition:
         self.demand = {n: rng.choice(DEMANDS) for n in names}
         self.next_change = {n: time.monotonic() + rng.uniform(15, 45) for n in names}
         self.partial: set[tuple[str, str]] = set()  # (specserve, pool suffix): some pods have no series
+        self.hostile: set[str] = set()  # SpecServes whose speculative pods publish a running count near 1e200
         self.tokens: Counter[str] = Counter()
         self.moves = 0  # demand changes
         self.started = time.monotonic()
@@ -212,12 +226,15 @@ class Exposition:
                 if (name, suffix) in self.partial:
                     pods = pods[1:] if len(pods) > 1 else []
                 for pod in pods:
+                    # `instance` per pod, as each pod is its own scrape target (the pods-reporting count reads it)
                     labels = (f'namespace="{NS}",specserve_instance="{name}",specserve_pool="{pool}",'
-                              f'pod="{deployment}-{pod}",model_name="m"')  # fmt: skip
+                              f'pod="{deployment}-{pod}",instance="{deployment}-{pod}",model_name="m"')  # fmt: skip
                     running = share / max(ready, 1)
+                    if name in self.hostile and pool == "speculative":
+                        running = HOSTILE * self.rng.uniform(1, 3)
                     key = f"{deployment}-{pod}"
                     self.tokens[key] += int(40 * running) + 1
-                    lines += [f"sglang:num_running_reqs{{{labels}}} {running:.3f}",
+                    lines += [f"sglang:num_running_reqs{{{labels}}} {running:.6g}",
                               f"sglang:num_queue_reqs{{{labels}}} 0",
                               f"sglang:generation_tokens_total{{{labels}}} {self.tokens[key]}"]  # fmt: skip
                     if pool == "speculative":
@@ -296,6 +313,23 @@ class Operators:
         self.replicas[identity] = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=log,
                                                    stderr=subprocess.STDOUT)  # fmt: skip
         return identity
+
+    def start_unelected(self) -> tuple[str, subprocess.Popen[bytes], int]:
+        """A `specserve run` without --leader-elect (a laptop run) against the same namespace and Lease."""
+        self.started += 1
+        identity = f"laptop-{self.started}"
+        port = _free_port()
+        args = ["run", "-n", NS, "--resync-seconds", f"{self.resync:g}", "--leader-election-namespace", NS,
+                "--lease-seconds", f"{self.lease:g}", "--metrics-port", str(port), "--api-timeout-seconds", "5",
+                "--log-level", "warning"]  # fmt: skip
+        if self.prometheus_url:
+            args += ["--prometheus-url", self.prometheus_url]
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": identity,
+               "PYTHONPATH": str(ROOT / "operator")}  # fmt: skip
+        log = (self.workdir / f"{identity}.log").open("wb")
+        code = "import sys; from specserve.cli import main; sys.exit(main())"
+        process = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
+        return identity, process, port
 
     def reap(self) -> list[str]:
         """Replicas that exited (a lost lease ends the process: it is restarted, as a Deployment would)."""
@@ -527,12 +561,17 @@ class Active:
     undo: Callable[[], None]
 
 
+GLOBAL_FAULTS = ("leader", "prometheus", "latency", "second-operator")  # not about one SpecServe
+
+
 class Chaos:
     def __init__(self, api: FakeApiServer, world: World, checker: Checker, exposition: Exposition,
-                 prometheus: Prometheus | None, operators: Operators, rng: random.Random) -> None:  # fmt: skip
+                 prometheus: Prometheus | None, operators: Operators, rng: random.Random,
+                 kinds: tuple[str, ...] = FAULTS) -> None:  # fmt: skip
         self.api, self.world, self.checker, self.exposition = api, world, checker, exposition
         self.prometheus, self.operators, self.rng = prometheus, operators, rng
         self.active: list[Active] = []
+        self.kinds = kinds  # the faults to draw from (--faults)
         self.started: Counter[str] = Counter()
         self.takeovers: list[float] = []
         self.lapsed = False  # the leader change in progress is a lapse, not an injected kill
@@ -541,15 +580,23 @@ class Chaos:
         self.leader_killed_at: tuple[float, str] | None = None
         self.edits: Counter[str] = Counter()
         self.detail = ""  # what the last fault did, in words
+        self.hostile_since: dict[str, float] = {}  # SpecServe -> when its hostile metric started
+        self.decisions: dict[str, str | None] = {}  # SpecServe -> its lastDecision time, last seen
+        self.decisions_during_hostile = 0  # other SpecServes' decisions while a hostile metric was published
+        self.second: tuple[str, subprocess.Popen[bytes], int, float] | None = None  # identity, process, port, since
+        self.second_checked = 0.0
+        self.refused_seen: set[float] = set()  # second operators (by start) seen refusing: metric 1, logged
 
     def busy(self, target: str) -> bool:
         return any(a.target == target for a in self.active)
 
     def inject(self, now: float) -> None:
-        kinds = [k for k in FAULTS if k not in ("prometheus", "partial-series") or self.prometheus is not None]
+        kinds = [k for k in self.kinds if k not in NEEDS_PROMETHEUS or self.prometheus is not None]
+        if not kinds:
+            return
         kind = self.rng.choice(kinds)
         free = [n for n in self.checker.names if not self.busy(n)]
-        if not free and kind not in ("leader", "prometheus", "latency"):
+        if not free and kind not in GLOBAL_FAULTS:
             return
         name = self.rng.choice(free) if free else ""
         # A leader change is instant: it stays "active" (in violation reports) while the Lease changes hands.
@@ -559,7 +606,7 @@ class Chaos:
         if undo is None:
             return
         self.started[kind] += 1
-        target = name if kind not in ("leader", "prometheus", "latency") else kind
+        target = name if kind not in GLOBAL_FAULTS else kind
         self.active.append(Active(kind, target, now + duration, undo))
         print(
             f"[+{now - self.checker.t0:7.1f}s] fault   {kind:14} {target} for {duration:.0f}s {self.detail}", flush=True
@@ -694,6 +741,77 @@ class Chaos:
         self.checker.leader_killed(now)
         return lambda: None
 
+    def _hostile_metric(self, name: str, now: float) -> Callable[[], None] | None:
+        self.exposition.hostile.add(name)
+        self.hostile_since[name] = now
+
+        def undo() -> None:
+            self.exposition.hostile.discard(name)
+            self.hostile_since.pop(name, None)
+
+        return undo
+
+    def _second_operator(self, name: str, now: float) -> Callable[[], None] | None:
+        if self.second is not None:
+            return None
+        identity, process, port = self.operators.start_unelected()
+        self.second = (identity, process, port, now)
+        self.detail = f"({identity}, no --leader-elect)"
+
+        def undo() -> None:
+            if self.second is None:
+                return
+            _, running, _, _ = self.second
+            self.second = None
+            running.terminate()
+            try:
+                running.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                running.kill()
+
+        return undo
+
+    def watch_hostile(self, now: float) -> None:
+        """The hostile SpecServe's status names why its load is unknown; the others' decisions go on."""
+        interval = 2.0  # specserve_doc's evaluationIntervalSeconds
+        for name in self.checker.names:
+            obj = self.world.specserve(name) or {}
+            status = obj.get("status") or {}
+            decided = (status.get("lastDecision") or {}).get("time")
+            if self.hostile_since and name not in self.hostile_since and decided != self.decisions.get(name, decided):
+                self.decisions_during_hostile += 1
+            self.decisions[name] = decided
+            since = self.hostile_since.get(name)
+            if since is None or now - since < 3 * interval + self.checker.bound:
+                continue
+            cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
+            # While Prometheus is down or the pool's series are partial, those name the unknown load instead.
+            masked = self.busy("prometheus") or any((name, suffix) in self.exposition.partial for suffix in POOLS)
+            if cond.get("status") != "False" or (cond.get("reason") != "ImplausibleReading" and not masked):
+                self.checker.report(now, name, "hostile-unnamed", f"MetricsAvailable {cond.get('status')} "
+                                    f"{cond.get('reason')} {now - since:.0f}s into a hostile metric")  # fmt: skip
+                self.hostile_since[name] = now  # once per window
+
+    async def watch_second(self, now: float) -> None:
+        """The second operator refuses to act while another holds the Lease (its metric), and says so (its log)."""
+        if self.second is None or now - self.second_checked < 1.0:
+            return
+        self.second_checked = now
+        identity, process, port, since = self.second
+        if now - since < self.operators.lease + self.checker.bound:
+            return
+        holder, _ = self.world.lease_state()
+        if holder == identity or process.poll() is not None:
+            return  # it took a lapsed Lease (the elected replicas were down): then it is the one acting
+        conflict = await _metric(port, "specserve_operator_conflict")
+        log = (self.operators.workdir / f"{identity}.log").read_text(encoding="utf-8", errors="replace")
+        if conflict != 1.0 or "refuses to act" not in log:
+            self.checker.report(now, identity, "second-acted", f"specserve_operator_conflict {conflict} while "
+                                f"{holder} holds the Lease; refusal logged: {'refuses to act' in log}")  # fmt: skip
+            self.second = (identity, process, port, now)  # once per lease
+        else:
+            self.refused_seen.add(since)  # this second operator was seen refusing, as it must
+
     def watch_leader(self, now: float) -> None:
         holder, renewed = self.world.lease_state()
         if (holder, renewed) != self.renewed[:2]:
@@ -715,6 +833,15 @@ class Chaos:
 
 
 # ------------------------------------------------------------------------------------------------- the soak
+
+
+async def _metric(port: int, name: str) -> float | None:
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
+            text = await response.text()
+    except (aiohttp.ClientError, OSError):
+        return None
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"{name} ")), None)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -761,7 +888,8 @@ async def soak(args: argparse.Namespace) -> JSON:
             api.create(specserve_doc(name, 2 if i % 2 else 1))
         t0 = time.monotonic()
         checker = Checker(world, names, args.reaction_bound, args.resync, t0)
-        chaos = Chaos(api, world, checker, exposition, prometheus, operators, rng)
+        chaos = Chaos(api, world, checker, exposition, prometheus, operators, rng,
+                      tuple(args.faults.split(",")) if args.faults else FAULTS)  # fmt: skip
         checker.context = lambda: ", ".join(f"{a.kind}:{a.target}" for a in chaos.active)
         report: JSON = {"specserves": args.specserves, "minutes": args.minutes, "seed": args.seed,
                         "resync_seconds": args.resync, "reaction_bound_seconds": args.reaction_bound,
@@ -807,6 +935,8 @@ async def _chaos_phase(args: argparse.Namespace, rng: random.Random, checker: Ch
         chaos.expire(now)
         _keep_replicas(operators)
         chaos.watch_leader(now)
+        chaos.watch_hostile(now)
+        await chaos.watch_second(now)
         checker.sample(now)
         await asyncio.sleep(0.25)
     print(f"[+{time.monotonic() - chaos_start:7.1f}s] faults stop; waiting for convergence", flush=True)
@@ -825,6 +955,8 @@ def _figures(checker: Checker, chaos: Chaos, operators: Operators) -> JSON:
         "leader_takeovers_seconds": [round(t, 2) for t in chaos.takeovers],
         "lease_lapses_seconds": [round(t, 2) for t in chaos.lapses],
         "operator_replicas_started": operators.started,
+        "decisions_during_hostile_metrics": chaos.decisions_during_hostile,
+        "second_operators_refusing": len(chaos.refused_seen),
     }
 
 
@@ -876,6 +1008,9 @@ def _print_summary(report: JSON) -> None:
     print(
         f"HTTPRoute spec changes: {report.get('route_writes')}; demand changes: {report.get('weight_changes_by_load')}"
     )
+    print(f"other SpecServes' decisions while a hostile metric was published: "
+          f"{report['decisions_during_hostile_metrics']}; second operators seen refusing to act: "
+          f"{report['second_operators_refusing']}")  # fmt: skip
     print(f"violations: {len(report['violations'])} {report['violations_by_kind']}")
     print(f"operator logs: {report['workdir']}")
 
@@ -892,6 +1027,7 @@ def main() -> int:
     parser.add_argument("--fault-interval", type=float, default=6.0, help="mean seconds between new faults")
     parser.add_argument("--settle", type=float, default=90.0, help="seconds allowed to converge")
     parser.add_argument("--no-prometheus", action="store_true", help="no load signal (failure paths only)")
+    parser.add_argument("--faults", help=f"only these faults, comma-separated (default: all of {', '.join(FAULTS)})")
     parser.add_argument("--workdir", help="where the operator logs and Prometheus data go (default: a temp dir)")
     args = parser.parse_args()
     report = asyncio.run(soak(args))

@@ -52,6 +52,9 @@ class OperatorConfig:
     install_policy: InstallPolicy = field(default_factory=InstallPolicy)
     api_connect_timeout_seconds: float = 5.0
     leader_election: LeaderElection | None = None  # None: act at once (one replica, local runs, tests)
+    # Without leader election: the Lease held while acting, so that a second operator is found and refuses to act
+    # (specserve.kube.lease.PresenceGuard); None: no check (tests that run one operator in-process).
+    presence: LeaderElection | None = None
 
     @property
     def installation(self) -> InstallPolicy:

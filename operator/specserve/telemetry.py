@@ -100,6 +100,11 @@ def rule_of(reason: str) -> str:
 LEADER = _gauge(
     "specserve_leader", "1 while this operator process acts (holds the Lease, or runs without leader election)."
 )
+OPERATOR_CONFLICT = _gauge(
+    "specserve_operator_conflict",
+    "1 while this operator process refuses to act because another operator holds its Lease (two operators over "
+    "the same objects; see the OperatorConflict event on the Lease).",
+)
 RECONCILE_SECONDS = Histogram(
     "specserve_reconcile_seconds",
     "Wall time of one reconcile of one SpecServe (reads, applies and the status write).",

@@ -30,8 +30,11 @@ async def eventually(check: Callable[[], Any], timeout: float = 60.0, what: str 
     return await wait_for(check, timeout, what, interval=0.1)
 
 
-def operator(prometheus_url: str | None) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
-    config = OperatorConfig(namespaces=(NS,), resync_seconds=5.0, prometheus_url=prometheus_url, post_events=True)
+def operator(
+    prometheus_url: str | None, max_concurrent_rolls: int | None = None
+) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
+    config = OperatorConfig(namespaces=(NS,), resync_seconds=5.0, prometheus_url=prometheus_url, post_events=True,
+                            max_concurrent_rolls=max_concurrent_rolls)  # fmt: skip
     return running_operator(config)
 
 

@@ -389,3 +389,61 @@ async def test_weights_keep_following_the_target_while_a_pool_is_stuck(fake: Fak
             aim = {SPEC: speculative, BASE: 100 - speculative}
             await still_running(task, lambda: weights(fake) == aim, what=f"the route at {aim}")  # noqa: B023
         assert status_of(fake, "Ready") == "True"  # serving, one pod short
+
+
+# ------------------------------------------------------------------------------------------ the roll budget
+
+
+def image(api: FakeApiServer, name: str) -> str:
+    d = api.get(DEPLOYMENTS, NS, name) or {}
+    return str(d["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+async def test_a_stuck_roll_does_not_hold_the_roll_budget_against_its_own_revert(
+    fake: FakeApiServer, kimi_doc: JSON
+) -> None:
+    """Issue 31, 1: --max-concurrent-rolls 1, Restart, 1 replica: a bad image takes the model off the air
+    (ImagePullBackOff); the user's revert applies at once (it replaces the stuck roll in the slot it holds), and
+    another tenant's change, which waited for that slot, rolls once the revert is Ready."""
+    restart = copy.deepcopy(kimi_doc)
+    restart["spec"]["strategy"] = "Restart"
+    other = copy.deepcopy(restart)  # another tenant, no route
+    other["metadata"] = {"name": "other", "namespace": NS}
+    other["spec"].pop("routing")
+    kubelet = Kubelet(fake, load_seconds=0.2)
+    config = OperatorConfig(namespaces=(NS,), resync_seconds=RESYNC, post_events=True, max_concurrent_rolls=1)
+    async with background(kubelet.run()), running_operator(config) as task:
+        await serving(fake, restart)
+        fake.create(other)
+        await eventually(lambda: other_progressing(fake) == ("False", None), timeout=30, what="the other tenant")
+        good = image(fake, ENGINE)
+        kubelet.hold.add(ENGINE)  # the bad image never pulls
+        edit(fake, {"engine": {"image": "lmsysorg/sglang:v0.5.23-typo"}})
+        await still_running(task, lambda: image(fake, ENGINE).endswith("typo"), timeout=30, what="the bad roll")
+        failing_pod(fake, ENGINE, waiting("ImagePullBackOff", 'Back-off pulling image "lmsysorg/sglang:v0.5.23-typo"'))
+        await eventually(lambda: failure(fake, ENGINE).get("reason") == "ImagePullBackOff", timeout=RESYNC * 6,
+                         what="ImagePullBackOff in status")  # fmt: skip
+        # The other tenant's change waits: the stuck roll holds the only slot.
+        fake.patch(SPECSERVES, NS, "other", {"spec": {"engine": {"memFractionStatic": 0.8}}})
+        await eventually(lambda: other_progressing(fake)[1] == "WaitingForRollSlot", what="the other waits")
+        # The user reverts the image: applied within a few resyncs, not held for a second slot.
+        kubelet.hold.clear()
+        fake.delete(PODS, NS, f"{ENGINE}-7d9f-0")
+        began = time.monotonic()
+        edit(fake, {"engine": {"image": None}})
+        try:
+            await still_running(task, lambda: image(fake, ENGINE) == good, timeout=RESYNC * 20, what="the revert")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; Progressing: {condition(fake, 'Progressing')}") from None
+        reverted = time.monotonic() - began
+        await eventually(lambda: status_of(fake, "Ready") == "True", timeout=30, what="back on the air")
+        # The slot is free: the other tenant's change rolls.
+        await still_running(task, lambda: mem_fraction(fake, "other-engine") == "0.8",
+                            timeout=60, what="the other tenant's change rolled")  # fmt: skip
+    print(f"\nthe revert applied {reverted:.2f} s after the edit, under --max-concurrent-rolls 1")
+
+
+def other_progressing(api: FakeApiServer) -> tuple[str | None, str | None]:
+    obj = api.get(SPECSERVES, NS, "other") or {}
+    c = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Progressing"), None)
+    return (None, None) if c is None else (c.get("status"), c.get("reason") if c.get("status") == "True" else None)

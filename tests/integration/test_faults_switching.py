@@ -46,12 +46,19 @@ def stall(api: FakeApiServer, name: str, ready: int, updated: int, replicas: int
     })  # fmt: skip
 
 
+@pytest.mark.parametrize("max_concurrent_rolls", [None, 1])
 async def test_a_restart_whose_pods_never_get_ready_is_rolled_back_and_the_mode_barred(
-    manual_fake: FakeApiServer, engine_prometheus: Prometheus, load: Load, kimi_doc: dict[str, Any]
+    manual_fake: FakeApiServer,
+    engine_prometheus: Prometheus,
+    load: Load,
+    kimi_doc: dict[str, Any],
+    max_concurrent_rolls: int | None,
 ) -> None:
+    """With a roll budget of 1 too (issue 31, 2): the failed restart holds the only slot, and the rollback's
+    template replaces it there; it waited for a second slot for ever, the model off the air."""
     api, engine = manual_fake, f"{NAME}-engine"
     await load.set(4)
-    async with operator(engine_prometheus.url) as running:
+    async with operator(engine_prometheus.url, max_concurrent_rolls) as running:
         api.create(restart_doc(kimi_doc))  # baseline serves more everywhere: a Restart into it comes at once
         await eventually(lambda: speculative_template(api) is True, what="the engine Deployment")
         api.set_deployment_ready(NS, engine)

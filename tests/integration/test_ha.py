@@ -22,7 +22,7 @@ from specserve.commands.run import serve
 from specserve.config import FINALIZER, LeaderElection, OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
-from specserve_kubefake import LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
+from specserve_kubefake import EVENTS, LEASES, NAMESPACES, SPECSERVES, FakeApiServer, RecordedRequest, write_kubeconfig
 from tests.integration.kube_emulator import eventually, running_operator
 
 NS = "llm"
@@ -330,3 +330,96 @@ async def test_sigterm_hands_the_lease_over_before_kopf_has_shut_down(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def operator_process(tmp_path: Path, url: str, identity: str, metrics_port: int) -> subprocess.Popen[bytes]:
+    """`specserve run` without --leader-elect, as a laptop run or an old Deployment would be, with its own
+    credentials (its token tells its requests apart in the fake's record)."""
+    kubeconfig = tmp_path / f"kubeconfig-{identity}"
+    write_kubeconfig(kubeconfig, url, token=identity)
+    args = ["run", "-n", NS, "--leader-election-namespace", "specserve-system", "--lease-seconds", "3",
+            "--resync-seconds", "1", "--metrics-port", str(metrics_port), "--log-level", "warning"]  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAME": identity}
+    code = "import sys; from specserve.cli import main; sys.exit(main())"
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def metric(port: int, name: str) -> float | None:
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
+            text = await response.text()
+    except aiohttp.ClientError:
+        return None
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"{name} ")), None)
+
+
+def writes_by(api: ThreadedFake, token: str, since: int = 0) -> list[str]:
+    return [
+        f"{r.method} {r.path}"
+        for r in api.requests[since:]
+        if r.is_write and r.headers.get("Authorization") == f"Bearer {token}"
+    ]
+
+
+async def test_a_second_operator_without_leader_election_refuses_to_act_loudly(
+    fake: ThreadedFake, kimi_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    """Issue 31, 6: two `specserve run` processes without --leader-elect over the same namespace. The first holds
+    the Lease while it acts; the second finds it, writes nothing (no fight over status fields or the route), says
+    so loudly (error log, OperatorConflict Warning event on the Lease, specserve_operator_conflict 1), and takes
+    over once the first is gone."""
+    fake.create(seeded(kimi_doc, "kimi"))
+    ports = {"pod-a": free_port(), "pod-b": free_port()}
+    first = operator_process(tmp_path, fake.url, "pod-a", ports["pod-a"])
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        await eventually(lambda: converged(fake, "kimi"), timeout=60, what="pod-a acts")
+        start = len(fake.requests)
+        second = operator_process(tmp_path, fake.url, "pod-b", ports["pod-b"])
+        await eventually(lambda: any(r.headers.get("Authorization") == "Bearer pod-b" for r in fake.requests[start:]),
+                         timeout=60, what="pod-b started")  # fmt: skip
+        await asyncio.sleep(3)  # time to reconcile, had it acted
+        # A spec change: the first operator applies it; the second writes nothing (its one event aside).
+        fake.patch(SPECSERVES, NS, "kimi", {"spec": {"pools": {"baseline": {"replicas": 2}}}})
+        await eventually(lambda: converged(fake, "kimi"), timeout=30, what="the change applied")
+        await asyncio.sleep(3)
+        assert set(writes_by(fake, "pod-b", start)) <= {"POST /api/v1/namespaces/specserve-system/events"}
+        assert holder(fake) == "pod-a" and second.poll() is None
+        conflict = [
+            e for e in fake.call(fake.api.list, EVENTS, "specserve-system") if e["reason"] == "OperatorConflict"
+        ]
+        assert len(conflict) == 1 and conflict[0]["type"] == "Warning"
+        assert "pod-a" in conflict[0]["message"] and "pod-b refuses to act" in conflict[0]["message"]
+        assert await _eventually_async(lambda: metric(ports["pod-b"], "specserve_operator_conflict"), 1.0)
+        # The first operator stops (cleanly: it hands the Lease over): the second takes over and acts.
+        first.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(first.wait, 60)
+        await eventually(lambda: holder(fake) == "pod-b", timeout=30, what="pod-b holds the Lease")
+        fake.patch(SPECSERVES, NS, "kimi", {"spec": {"pools": {"baseline": {"replicas": 1}}}})
+        await eventually(lambda: converged(fake, "kimi"), timeout=30, what="the change applied by pod-b")
+        assert await _eventually_async(lambda: metric(ports["pod-b"], "specserve_operator_conflict"), 0.0)
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.to_thread(process.wait, 30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    log = second.stderr.read().decode() if second is not None and second.stderr else ""
+    assert "refuses to act" in log  # loudly, in its log too
+
+
+async def _eventually_async(read: Callable[[], Coroutine[Any, Any, float | None]], want: float) -> bool:
+    for _ in range(300):
+        if await read() == want:
+            return True
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the metric never read {want}")

@@ -115,3 +115,54 @@ def test_pools_counted_while_created_hold_no_slot_once_their_spec_changes_before
         let_through += len({"a-spec", "a-base", "b-spec", "b-base", "c-spec", "c-base"} & set(w.live) - p.held)
     assert let_through >= 1  # some pool rolls: the budget is not held by pools nobody let roll
     assert sum(len(v) for v in budget.rolling.values()) <= 2
+
+
+def restart_pool(current: bool, ready: int, failure: str | None = None) -> LivePool:
+    return replace(live("a-engine", current, ready=ready), failure=failure)
+
+
+def budgeted_plan(budget: RollBudget, owner: tuple[str, str], w: World) -> tuple[World, frozenset[str]]:
+    """One reconcile's use of the budget, as reconcile() makes it."""
+    budgeted = budget.budgeted(owner, w)
+    p = plan(budgeted)
+    budget.record(owner, budgeted, p)
+    return budgeted, p.held
+
+
+def test_a_stuck_roll_does_not_hold_its_slot_against_its_own_fix() -> None:
+    """Issue 31, 1: budget 1, one pool rolled into ImagePullBackOff (off the air); the user reverts the image: the
+    revert replaces the stuck roll in the slot it holds, it does not wait for a second one."""
+    budget, a = RollBudget(1), ("llm", "a")
+    _, held = budgeted_plan(budget, a, world(restart_pool(False, ready=0)))  # the bad image: rolls
+    assert held == frozenset()
+    budgeted_plan(budget, a, world(restart_pool(True, ready=0, failure="ImagePullBackOff")))  # stuck, holds the slot
+    assert budget.slots(("llm", "b"), world(live("b-engine", False, ready=0))) == 0  # another roll waits
+    revert = world(restart_pool(False, ready=0, failure="ImagePullBackOff"))  # the template changes back
+    budgeted, held = budgeted_plan(budget, a, revert)
+    assert held == frozenset(), plan(budgeted).steps  # the fix rolls now
+    assert sum(len(v) for v in budget.rolling.values()) == 1  # in the same slot: the budget is still honoured
+    assert budget.slots(("llm", "b"), world(live("b-engine", False, ready=0))) == 0
+    budgeted_plan(budget, a, world(restart_pool(True, ready=1)))  # the fix is Ready: the slot is free
+    assert budget.slots(("llm", "b"), world(live("b-engine", False, ready=0))) == 1
+
+
+def test_a_rollback_replaces_the_failed_roll_in_its_slot_even_when_others_fill_the_budget() -> None:
+    """Issue 31, 2: the loop's Rollback renders the old template for the pool whose roll failed; whatever else
+    rolls meanwhile (counted after a restart, say), the pool already holds its slot."""
+    budget, a, b = RollBudget(1), ("llm", "a"), ("llm", "b")
+    budgeted_plan(budget, a, world(restart_pool(False, ready=0)))
+    budgeted_plan(budget, a, world(restart_pool(True, ready=0, failure="ProgressDeadlineExceeded")))
+    # b's pool is found mid-roll (an old-template pod still runs): counted, over the budget.
+    mid = world(live("b-engine", True, ready=1, updated=1, replicas=2))
+    budget.record(b, mid, plan(mid))
+    assert sum(len(v) for v in budget.rolling.values()) == 2
+    _, held = budgeted_plan(budget, a, world(restart_pool(False, ready=0, failure="ProgressDeadlineExceeded")))
+    assert held == frozenset()  # the rollback applies
+    # A pool of a that held no slot still waits: only the pool's own new template goes through.
+    two = World(
+        desired=(DesiredPool("a-engine", 1, "old"), DesiredPool("a-other", 1, "new")),
+        live={"a-engine": restart_pool(False, ready=0), "a-other": live("a-other", False, ready=0)},
+        route=False, live_route=None, target_weights={"a-engine": 100, "a-other": 0},
+    )  # fmt: skip
+    _, held = budgeted_plan(budget, a, two)
+    assert held == {"a-other"}

@@ -22,7 +22,7 @@ from specserve import handlers, telemetry
 from specserve.api.install_policy import InstallPolicy
 from specserve.config import LeaderElection, OperatorConfig, kopf_settings
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kube.lease import LeaseElector
+from specserve.kube.lease import LeaseElector, PresenceGuard
 from specserve.reconcile.failover import fail_over_everywhere
 from specserve.slots import MEMO_KEY, Slots
 
@@ -88,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--leader-election-name", default="specserve-operator", help="the Lease's name")
     parser.add_argument("--lease-seconds", type=float, default=15.0, help="lease duration (default 15)")
     parser.add_argument(
+        "--no-presence-lease",
+        action="store_true",
+        help="without --leader-elect, do not hold the Lease that lets a second operator over the same objects be "
+        "found (it then refuses to act); default: held, in --leader-election-namespace or specserve-system",
+    )
+    parser.add_argument(
         "--allow-host-path",
         action="append",
         default=[],
@@ -112,14 +118,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+PRESENCE_NAMESPACE = "specserve-system"  # the chart's namespace: where a laptop run looks without $POD_NAMESPACE
+
+
 def _leader_election(args: argparse.Namespace) -> LeaderElection | None:
     if not args.leader_elect:
         return None
     if not args.leader_election_namespace:
         raise ValueError("--leader-elect needs --leader-election-namespace (or $POD_NAMESPACE)")
+    return _lease(args, args.leader_election_namespace)
+
+
+def _presence(args: argparse.Namespace) -> LeaderElection | None:
+    """Without --leader-elect: the same Lease, held while acting, to find a second operator (PresenceGuard)."""
+    if args.leader_elect or args.no_presence_lease:
+        return None
+    return _lease(args, args.leader_election_namespace or PRESENCE_NAMESPACE)
+
+
+def _lease(args: argparse.Namespace, namespace: str) -> LeaderElection:
     lease = float(args.lease_seconds)
     return LeaderElection(
-        namespace=args.leader_election_namespace,
+        namespace=namespace,
         identity=os.environ.get("POD_NAME") or socket.gethostname(),
         name=args.leader_election_name,
         lease_seconds=lease,
@@ -142,6 +162,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         api_timeout_seconds=args.api_timeout_seconds,
         read_timeout_seconds=args.read_timeout_seconds,
         leader_election=_leader_election(args),
+        presence=_presence(args),
         install_policy=InstallPolicy(
             tuple(args.allow_host_path), args.allow_host_path_write, tuple(args.allow_prometheus_url)
         ),
@@ -241,8 +262,14 @@ async def serve(
     lapsed or went to another replica, whatever is still running. `on_lost` is called the moment the loss is
     noticed (the CLI arms a hard exit there: kopf's shutdown must not hold a deposed leader alive for long)."""
     external = stop_flag or asyncio.Event()
-    lease_kube = kube.sibling() if config.leader_election else None  # the Lease's writes bypass the fence
+    # Unfenced: the Lease's own writes must go out while the fence is closed.
+    lease_kube = kube.sibling() if config.leader_election or config.presence else None
     elector = LeaseElector(lease_kube, config.leader_election) if lease_kube and config.leader_election else None
+    presence = (
+        PresenceGuard(LeaseElector(lease_kube, config.presence), lease_kube, _conflict)
+        if lease_kube is not None and config.presence is not None and elector is None
+        else None
+    )
     lost = asyncio.Event()
     try:
         if elector is not None:
@@ -250,12 +277,18 @@ async def serve(
             async with _standby_health(config.liveness_endpoint):
                 if not await elector.acquire(external):
                     return  # stopped while standing by
+        if presence is not None:  # no election: still never two operators acting on the same objects
+            kube.fence(lambda: not presence.conflict)
+            async with _standby_health(config.liveness_endpoint):
+                if not await presence.wait_clear(external):
+                    return  # stopped while another operator acted
         stop = asyncio.Event()  # what kopf watches: the caller's stop, or the lease lost
         telemetry.LEADER.set(1)
         # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
         stopped = asyncio.ensure_future(external.wait())
-        holding = asyncio.ensure_future(elector.hold() if elector is not None else asyncio.Event().wait())
-        hand_over = elector.release if elector is not None else None
+        keeping = elector.hold() if elector is not None else presence.watch() if presence is not None else None
+        holding = asyncio.ensure_future(keeping if keeping is not None else asyncio.Event().wait())
+        hand_over = elector.release if elector is not None else presence.release if presence is not None else None
         guard = asyncio.create_task(
             _guard(stopped, holding, lost, stop, kube, on_lost, hand_over), name="specserve stop guard"
         )
@@ -277,9 +310,17 @@ async def serve(
         telemetry.LEADER.set(0)
         if elector is not None and not lost.is_set():
             await elector.release()
+        if presence is not None:
+            await presence.release()
         await kube.close()
         if lease_kube is not None:
             await lease_kube.close()
+
+
+def _conflict(conflict: bool, _other: str) -> None:
+    """Another operator holds the Lease (or no longer does): this process does not act meanwhile."""
+    telemetry.OPERATOR_CONFLICT.set(int(conflict))
+    telemetry.LEADER.set(0 if conflict else 1)
 
 
 async def _guard(

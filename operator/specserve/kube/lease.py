@@ -53,6 +53,10 @@ class LeaseElector:
         return self._election.identity
 
     @property
+    def election(self) -> LeaderElection:
+        return self._election
+
+    @property
     def leading(self) -> bool:
         """This replica holds the lease now: it won the last attempt and its last renewal is younger than the renew
         deadline (shorter than the lease, so no standby can have taken over yet). The write fence reads this before
@@ -128,7 +132,7 @@ class LeaseElector:
             log.warning("lease %s/%s: %s", e.namespace, e.name, exc)
             return False
 
-    async def _attempt(self, timeout: float) -> bool:
+    async def attempt(self, timeout: float) -> bool:
         try:
             return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=max(0.05, timeout))
         except TimeoutError:
@@ -140,7 +144,7 @@ class LeaseElector:
         stop = stop or asyncio.Event()
         announced = ""
         while not stop.is_set():
-            if await self._attempt(self._election.renew_deadline_seconds):
+            if await self.attempt(self._election.renew_deadline_seconds):
                 log.info("leading as %s (lease %s/%s)", self.identity, self._election.namespace, self._election.name)
                 return True
             if self.holder and self.holder != announced:
@@ -156,7 +160,7 @@ class LeaseElector:
         while True:
             await _sleep(e.retry_seconds)
             since = self._clock() - (self._last_renewal or 0.0)
-            if await self._attempt(e.renew_deadline_seconds - since):
+            if await self.attempt(e.renew_deadline_seconds - since):
                 continue
             if self.holder not in ("", self.identity):
                 log.error("lost the lease to %s", self.holder)
@@ -191,3 +195,101 @@ class LeaseElector:
         if replaced is not None:
             self.holder = ""
             log.info("released the lease %s/%s", e.namespace, e.name)
+
+
+class EventPoster(Protocol):
+    async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None: ...
+
+
+OPERATOR_CONFLICT = "OperatorConflict"  # the Warning event's reason, on the Lease
+
+
+class PresenceGuard:
+    """Without leader election: the same Lease, held while this process acts, so that a second operator over the
+    same objects is found instead of fighting unnoticed (both applied the same status fields under the same field
+    managers; each round undid the other's pending wish and the route froze). A process that finds the Lease held
+    by another operator, renewed within its duration, refuses to act: `conflict` is True (the caller closes the
+    write fence on it), it says so loudly (an error log, a Warning event on the Lease, `on_change` for the
+    metric) and takes the Lease once it is free or lapsed (a standby with --leader-elect never takes it while we
+    renew). A Lease that cannot be read or written is no conflict: unknown holds what runs (serving is never
+    stopped for the Lease API's sake)."""
+
+    def __init__(
+        self, elector: LeaseElector, events: EventPoster, on_change: Callable[[bool, str], None] | None = None
+    ) -> None:
+        self.elector = elector
+        self._events = events
+        self._on_change = on_change
+        self.conflict = False
+        self.other = ""  # the other operator's identity while in conflict
+        self._warned_unknown = False
+
+    @property
+    def _where(self) -> str:
+        e = self.elector.election
+        return f"Lease {e.namespace}/{e.name}"
+
+    async def check(self) -> bool:
+        """One attempt to take or renew the Lease; True while another operator holds it (and then we must not act)."""
+        e = self.elector.election
+        held = await self.elector.attempt(e.renew_deadline_seconds)
+        holder = self.elector.holder
+        if held:
+            self._warned_unknown = False
+            if self.conflict:
+                log.warning("%s is ours again (%s is gone): acting", self._where, self.other)
+                self._set(False, "")
+        elif holder not in ("", self.identity):
+            if not self.conflict or holder != self.other:
+                await self._report(holder)
+                self._set(True, holder)
+        elif not self._warned_unknown and not self.conflict:
+            self._warned_unknown = True
+            log.warning(
+                "cannot hold %s (see above): another operator over the same objects would go unnoticed; acting",
+                self._where,
+            )
+        return self.conflict
+
+    @property
+    def identity(self) -> str:
+        return self.elector.identity
+
+    def _set(self, conflict: bool, other: str) -> None:
+        self.conflict, self.other = conflict, other
+        if self._on_change is not None:
+            self._on_change(conflict, other)
+
+    async def _report(self, holder: str) -> None:
+        message = (
+            f"another SpecServe operator ({holder}) holds {self._where}: {self.identity} refuses to act (no writes) "
+            "while it does. Run one operator, or every replica with --leader-elect"
+        )
+        log.error("%s", message)
+        e = self.elector.election
+        lease = {"apiVersion": LEASE.api_version, "kind": LEASE.kind,
+                 "metadata": {"name": e.name, "namespace": e.namespace}}  # fmt: skip
+        await self._events.post_event(lease, reason=OPERATOR_CONFLICT, message=message, type_="Warning")
+
+    async def wait_clear(self, stop: asyncio.Event) -> bool:
+        """Before acting: wait while another operator holds the Lease; False when `stop` was set first."""
+        while not stop.is_set():
+            if not await self.check():
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.elector.election.retry_seconds)
+        return False
+
+    async def watch(self) -> None:
+        """While acting: renew every retry period (a later operator finds us), and notice a taker. Never returns
+        (the caller reads a return as a lost Lease)."""
+        while True:
+            await _sleep(self.elector.election.retry_seconds)
+            try:
+                await self.check()
+            except Exception:  # the presence check must never stop an operator that serves
+                log.exception("checking %s failed", self._where)
+
+    async def release(self) -> None:
+        if not self.conflict:
+            await self.elector.release()

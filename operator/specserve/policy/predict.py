@@ -119,13 +119,20 @@ def jitter(readings: tuple[float, ...]) -> float:
     standard deviation): a demand that ramps (a closed loop's clients coming and going) is not noise, an open
     loop's arrivals are. 1 (no trust) until there are three."""
     n = len(readings)
-    mean = sum(readings) / n if n else 0.0
-    if n < 3 or mean <= 0:
+    if n < 3 or not all(math.isfinite(r) for r in readings):
+        return 1.0
+    top = max(abs(r) for r in readings)
+    if top <= 0:
+        return 1.0
+    # On readings scaled to at most 1, so no square overflows (a hostile gauge near 1e200 raised OverflowError).
+    scaled = [r / top for r in readings]
+    mean = sum(scaled) / n
+    if mean <= 0:
         return 1.0
     middle = (n - 1) / 2
     spread = sum((i - middle) ** 2 for i in range(n))
-    slope = sum((i - middle) * (r - mean) for i, r in enumerate(readings)) / spread
-    residuals = sum((r - mean - slope * (i - middle)) ** 2 for i, r in enumerate(readings))
+    slope = sum((i - middle) * (r - mean) for i, r in enumerate(scaled)) / spread
+    residuals = sum((r - mean - slope * (i - middle)) ** 2 for i, r in enumerate(scaled))
     return math.sqrt(residuals / (n - 2)) / mean
 
 

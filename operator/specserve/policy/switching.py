@@ -2,7 +2,8 @@
 
 The rules every strategy shares, in order:
 1. TrafficSplit failover (traffic.failover): weight off a pool without a Ready replica, at once, whatever else;
-2. unknown demand (None, NaN, infinite): hold, count the streak, name the error; never a switch on unknown;
+2. unknown demand (None, NaN, infinite, negative, beyond MAX_DEMAND): hold, count the streak, name the error;
+   never a switch on unknown;
 3. converging (a previous change has not converged, pods pending): hold;
 4. no curves and no crossoverConcurrency: hold initialMode and say so;
 5. the strategy's own rule (traffic.py, restart.py, reconfigure.py);
@@ -24,11 +25,23 @@ from specserve.policy.step import Step, hold
 from specserve.policy.traffic import decide_traffic, failover, weights_of
 from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, Sample, Verdict
 
+# Requests in flight across a SpecServe's pods: no deployment holds more. A larger reading is a broken or hostile
+# exporter (a gauge near 1e200 overflowed the noise estimate), not load: unknown, never a switch.
+MAX_DEMAND = 1e9
+
 
 def known(demand: float | None) -> float | None:
-    if demand is None or not math.isfinite(demand) or demand < 0:
+    if demand is None or not math.isfinite(demand) or demand < 0 or demand > MAX_DEMAND:
         return None
     return demand
+
+
+def unknown_why(sample: Sample) -> str:
+    if sample.error:
+        return sample.error
+    if sample.demand is None:
+        return "no reading"
+    return f"a demand of {sample.demand:.3g} requests in flight is no plausible reading"
 
 
 def initial_state(obj_or_knobs: SpecServe | Knobs, mode: Mode, now: float) -> PolicyState:
@@ -70,7 +83,7 @@ def _rule(
         if moved is not None:
             return moved
     if demand is None:
-        why = sample.error or "no reading"
+        why = unknown_why(sample)
         return hold(base, f"load unknown ({why}) for {base.unknown_streak} evaluation(s): holding {base.mode}")
     if converging:
         return hold(base, f"the previous change has not converged (pods pending): holding {base.mode}")

@@ -29,6 +29,7 @@ In order, per evaluation:
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from specserve.api.models import Mode, Weights
@@ -148,10 +149,11 @@ def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, n
 
 
 def in_flight(signal: PoolSignal | None) -> float | None:
-    """A pool's observed requests in flight (running + queued); None: not observed."""
+    """A pool's observed requests in flight (running + queued); None: not observed, or no plausible count."""
     if signal is None or signal.running is None:
         return None
-    return signal.running + (signal.queued or 0.0)
+    total = signal.running + (signal.queued or 0.0)
+    return total if math.isfinite(total) and total >= 0 else None
 
 
 def beyond_step(knobs: Knobs, w: Weights, spec_weight: int) -> bool:

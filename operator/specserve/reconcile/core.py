@@ -165,7 +165,7 @@ async def reconcile(
     world = _world(obj, tgt, the_pools, desired, snap, old, causes)
     if rolls is not None:  # the cluster-wide roll budget: read and updated with no await in between
         owner = (meta.namespace, meta.name)
-        world = replace(world, roll_slots=rolls.slots(owner, world))
+        world = rolls.budgeted(owner, world)
     the_plan = _await_gateway(
         plan(world), world, snap.owned.get(route_key), old, obj.spec.routing.settle_seconds, now()
     )

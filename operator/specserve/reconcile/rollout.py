@@ -82,6 +82,10 @@ class World:
     # How many of this SpecServe's pools may start a pod-template roll now (the cluster-wide --max-concurrent-rolls
     # budget, counted by the caller); None: no limit. A pool past the budget is held (WaitingForRollSlot).
     roll_slots: int | None = None
+    # Pools whose roll already holds a slot of that budget (let through earlier, not yet settled): a new template
+    # for one of them (the user's fix, the switching loop's rollback) replaces its roll in that slot and takes no
+    # other; counting it again deadlocked a stuck pool against its own fix.
+    slot_held: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft)
     slots = [world.roll_slots]  # the budget left this pass (None: no limit)
 
     def slot_for(pool: DesiredPool) -> bool:
-        if slots[0] is None:
+        if slots[0] is None or pool.name in world.slot_held:
             return True
         if slots[0] <= 0:
             draft.held.add(pool.name)

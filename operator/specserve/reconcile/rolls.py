@@ -1,15 +1,20 @@
 """The cluster-wide roll budget (`--max-concurrent-rolls`): at most N pools roll their pod template at once,
 across every SpecServe, so a new operator release that changes many rendered templates rolls them a few at a time.
 
-Counting only (the planner decides which pool would roll; World.roll_slots is its input). Kept in memory: after an
-operator restart, a pool still mid-roll (pods of an older template left, or a generation not yet observed) counts
-again from the first reconcile that sees it. A SpecServe's count is replaced by each of its reconciles, in the same
-synchronous step as its plan, so two reconciles never both take the last slot.
+Counting only (the planner decides which pool would roll; World.roll_slots and World.slot_held are its input).
+A slot belongs to a pool's roll until the pool settles, whatever template it rolls to: a roll that fails (bad
+image, pods that never get Ready) keeps its slot against other pools (a bad release must not spread), but the fix
+of that pool (the user's revert, the switching loop's rollback) replaces the failed roll in the same slot.
+
+Kept in memory: after an operator restart, a pool still mid-roll (pods of an older template left, or a generation
+not yet observed) counts again from the first reconcile that sees it. A SpecServe's count is replaced by each of
+its reconciles, in the same synchronous step as its plan, so two reconciles never both take the last slot.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from specserve.reconcile.rollout import ROLL_SLOT_REASON, DesiredPool, LivePool, Plan, World
 
@@ -50,6 +55,13 @@ class RollBudget:
             return None
         others = sum(len(pools) for key, pools in self._rolling.items() if key != owner)
         return max(0, self.limit - others - len(self.in_progress(owner, world)))
+
+    def budgeted(self, owner: Owner, world: World) -> World:
+        """The planner's input with this SpecServe's share of the budget: the new rolls it may start, and the
+        pools whose roll already holds a slot (a new template for one replaces that roll, in the same slot)."""
+        if self.limit is None:
+            return world
+        return replace(world, roll_slots=self.slots(owner, world), slot_held=self.in_progress(owner, world))
 
     def record(self, owner: Owner, world: World, plan: Plan) -> bool:
         """After planning: this SpecServe's rolls are those still running and those the plan lets start now.

@@ -8,6 +8,7 @@ pod by pod. Deployments (Ready pods) and, for Direct, Pods are listed once per n
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,16 +30,20 @@ from specserve.metrics.promql import (
     selector_queries,
 )
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, failed, index, read, read_history
+from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, Reason, failed, index, read, read_history
 from specserve.metrics.startup import measured_startup_seconds
 from specserve.policy.knobs import default_startup_seconds, min_dwell_seconds
+from specserve.policy.switching import MAX_DEMAND
+from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.pools import PoolState, pool_states
 from specserve.switching.record import Source
 
+log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
 NO_PROMETHEUS = "NoPrometheus"
 KUBE_FAILED = "KubeReadFailed"
+IMPLAUSIBLE = "ImplausibleReading"  # a count no deployment produces (a gauge near 1e200, a negative one)
 
 
 class KubeReader(Protocol):
@@ -214,13 +219,92 @@ class _Round:
         by_query = index(results)
         for p in members:
             got = self.out[p.key]
-            sample = replace(got.reading.sample, history=read_history(self.targets[p.key], by_query, horizon))
+            try:
+                history = read_history(self.targets[p.key], by_query, horizon)
+            except Exception:  # no history: Restart decides on the reactive rule
+                log.exception("switching %s/%s: reading its demand history failed", *p.key)
+                continue
+            sample = replace(got.reading.sample, history=history)
             self.out[p.key] = replace(got, reading=replace(got.reading, sample=sample))
 
     def settle(self, members: list[ReadPlan], results: list[QueryResult]) -> None:
         by_query = index(results)
         for p in members:
-            self.out[p.key] = Gathered(read(self.targets[p.key], by_query, self.now), self.out[p.key].pools)
+            try:
+                reading = plausible(read(self.targets[p.key], by_query, self.now))
+            except Exception as exc:  # one SpecServe's results must not spoil the others' (issue 31, 3)
+                log.exception("switching %s/%s: reading its load failed", *p.key)
+                reading = failed(self.now, Reason.QUERY_FAILED, f"reading the load failed unexpectedly ({_named(exc)})")
+            self.out[p.key] = Gathered(reading, self.out[p.key].pools)
+
+    def fail_all(self, members: list[ReadPlan], where: str, exc: BaseException) -> None:
+        """A reader that raised: its SpecServes' load is unknown (the others' reading goes on). The exception's
+        type only: what a server answered goes to the log, never to a status (issue 31's read-back)."""
+        log.error("switching: reading %s failed", where, exc_info=exc)
+        message = f"reading {where} failed unexpectedly ({_named(exc)}); the operator's log has the details"
+        for p in members:
+            self.out[p.key] = Gathered(failed(self.now, Reason.QUERY_FAILED, message), self.out[p.key].pools)
+
+
+def _named(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+def _count_plausible(value: float | None) -> bool:
+    return value is None or 0 <= value <= MAX_DEMAND  # read() already made NaN and infinities None
+
+
+def plausible(reading: Reading) -> Reading:
+    """The reading, or unknown (IMPLAUSIBLE) when a pool reports a request count no deployment produces: the
+    policy would hold on it too (policy.switching.known), but status must say why the load is unknown."""
+    sample = reading.sample
+    pools: list[PoolSignal] = [s for s in (sample.speculative, sample.baseline) if s is not None]
+    bad = [s for s in pools if not (_count_plausible(s.running) and _count_plausible(s.queued))]
+    if reading.reason is not None or (not bad and _count_plausible(sample.demand)):
+        return reading
+    message = (
+        f"a pool reports a request count no deployment holds (more than {MAX_DEMAND:.0e} in flight, or negative): "
+        "a broken or hostile exporter, not load"
+    )
+    return Reading(readiness_only(sample, message), IMPLAUSIBLE, reading.query)
+
+
+def readiness_only(sample: Sample, error: str) -> Sample:
+    """An unknown-load sample that keeps only the pools' Ready replicas (from the Deployments: a failover still
+    acts on them) and none of the values read beside the load."""
+
+    def ready(signal: PoolSignal | None) -> PoolSignal | None:
+        return PoolSignal(ready_replicas=signal.ready_replicas) if signal is not None else None
+
+    return Sample(sample.time, None, ready(sample.speculative), ready(sample.baseline), error=error)
+
+
+def _plan(
+    r: _Round,
+    p: ReadPlan,
+    deployments: Mapping[str, list[JSON] | str],
+    by_name: Mapping[str, dict[str, JSON]],
+    pods: Mapping[str, list[JSON] | str],
+) -> None:
+    """Which queries or scrapes read one SpecServe (its reading fails here when none can)."""
+    ns = p.obj.metadata.namespace
+    listed = deployments[ns]
+    if isinstance(listed, str):
+        r.fail(p, (), KUBE_FAILED, f"cannot read the pools' Deployments: {listed}")
+        return
+    states = pool_states(p.obj, p.mode, by_name[ns])
+    r.targets[p.key] = target_of(p, states)
+    r.fail(p, states, "NotRead", "not read")  # replaced once read
+    if p.direct:
+        listed_pods = pods.get(ns, [])
+        if isinstance(listed_pods, str):
+            r.fail(p, states, KUBE_FAILED, f"cannot list the pods: {listed_pods}")
+        else:
+            r.add_direct(p, listed_pods)
+    elif p.url is None:
+        r.fail(p, states, NO_PROMETHEUS, NO_URL)
+    elif (problem := r.add_prometheus(p, p.url)) is not None:
+        r.fail(p, states, "QueryRefused", problem)
 
 
 async def gather(
@@ -234,35 +318,37 @@ async def gather(
     # Indexed once per namespace, not once per SpecServe (with 1000 SpecServes: a million dict entries a round).
     by_name = {ns: _by_name(listed) for ns, listed in deployments.items() if not isinstance(listed, str)}
     for p in plans:
-        ns = p.obj.metadata.namespace
-        listed = deployments[ns]
-        if isinstance(listed, str):
-            r.fail(p, (), KUBE_FAILED, f"cannot read the pools' Deployments: {listed}")
-            continue
-        states = pool_states(p.obj, p.mode, by_name[ns])
-        r.targets[p.key] = target_of(p, states)
-        r.fail(p, states, "NotRead", "not read")  # replaced once read
-        if p.direct:
-            listed_pods = pods.get(ns, [])
-            if isinstance(listed_pods, str):
-                r.fail(p, states, KUBE_FAILED, f"cannot list the pods: {listed_pods}")
-            else:
-                r.add_direct(p, listed_pods)
-        elif p.url is None:
-            r.fail(p, states, NO_PROMETHEUS, NO_URL)
-        elif (problem := r.add_prometheus(p, p.url)) is not None:
-            r.fail(p, states, "QueryRefused", problem)
+        try:
+            _plan(r, p, deployments, by_name, pods)
+        except Exception as exc:  # one SpecServe's objects must not spoil the others' reading
+            log.exception("switching %s/%s: planning its reading failed", *p.key)
+            r.fail(p, r.out[p.key].pools if p.key in r.out else (), Reason.QUERY_FAILED,
+                   f"planning the load's reading failed unexpectedly ({_named(exc)})")  # fmt: skip
 
+    # Each reader's failure is its own SpecServes' (a Prometheus answering what is no vector failed every round).
     async def run_prometheus(group: tuple[str, Windows]) -> None:
-        r.settle(r.members[group], await readers.prometheus(group[0]).read(r.queries[group]))
+        try:
+            results = await readers.prometheus(group[0]).read(r.queries[group])
+        except Exception as exc:
+            r.fail_all(r.members[group], f"Prometheus at {group[0]}", exc)
+            return
+        r.settle(r.members[group], results)
 
     async def run_direct(windows: Windows) -> None:
-        r.settle(r.members[windows], await readers.direct.read(r.scrapes[windows], windows))
+        try:
+            results = await readers.direct.read(r.scrapes[windows], windows)
+        except Exception as exc:
+            r.fail_all(r.members[windows], "the pods' /metrics", exc)
+            return
+        r.settle(r.members[windows], results)
 
     histories: dict[tuple[str, Windows, int], list[QueryResult]] = {}
 
     async def run_history(group: tuple[str, Windows, int]) -> None:
-        histories[group] = await readers.prometheus(group[0]).read(r.history[group])
+        try:
+            histories[group] = await readers.prometheus(group[0]).read(r.history[group])
+        except Exception:  # no history: Restart decides on the reactive rule, as with no Prometheus history
+            log.exception("switching: reading the demand history from %s failed", group[0])
 
     await asyncio.gather(
         *(run_prometheus(g) for g in r.queries),
@@ -274,6 +360,10 @@ async def gather(
     for p in plans:
         in_namespace = pods.get(p.obj.metadata.namespace)
         if p.obj.spec.strategy is Strategy.RESTART and isinstance(in_namespace, list) and p.key in r.out:
-            measured = measured_startup_seconds(in_namespace, p.obj.metadata.name)
+            try:
+                measured = measured_startup_seconds(in_namespace, p.obj.metadata.name)
+            except Exception:  # unmeasured: the spec's start-up figure prices the restart
+                log.exception("switching %s/%s: measuring its pods' start-up failed", *p.key)
+                continue
             r.out[p.key] = replace(r.out[p.key], startup_seconds=measured)
     return r.out

@@ -21,13 +21,14 @@ from specserve.api.models import SpecServe
 from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
+from specserve.metrics.signal import Reading, failed
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.reconcile import previous_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
-from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan
+from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan, readiness_only
 from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
 from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
@@ -40,6 +41,9 @@ Key = tuple[str, str]
 # nothing never await): it lets the event loop run every this many, so a failover's watch event and urgent
 # reconcile never wait for a whole round (at 1000 SpecServes on a busy machine, seconds).
 _YIELD_EVERY = 20
+# MetricsAvailable's reason when one SpecServe's evaluation raised: its load is unknown, it holds, and the round
+# goes on for the others (an OverflowError on a hostile gauge ended every round for every SpecServe).
+EVALUATION_FAILED = "EvaluationFailed"
 
 
 class LoopKube(Protocol):
@@ -156,9 +160,13 @@ class SwitchingLoop:
                 obj = parse_object(tracked.body)
             except (InvalidSpecServe, ValidationError):
                 continue  # the reconcile reports it; the last good target keeps serving
-            status = previous_status(tracked.body)
-            mode = resume(obj, status, now).mode
-            due.append((tracked, obj, read_plan(obj, mode, self.config.prometheus_url)))
+            try:
+                status = previous_status(tracked.body)
+                mode = resume(obj, status, now).mode
+                due.append((tracked, obj, read_plan(obj, mode, self.config.prometheus_url)))
+            except Exception:  # this SpecServe only; it is tried again next tick
+                log.exception("switching %s/%s: cannot plan its evaluation", *key)
+                continue
             if len(due) % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)
         return due
@@ -172,10 +180,15 @@ class SwitchingLoop:
         gathered = await gather(self.kube, self.readers, [p for _, _, p in due], now)
         for tracked, obj, p in due:
             self._due[p.key] = next_due(now, obj.spec.switching.evaluation_interval_seconds)
+            got = gathered.get(p.key) or Gathered(failed(now, EVALUATION_FAILED, "not read this round"), ())
             try:
-                done = await self._evaluate(tracked, obj, p, gathered[p.key], now)
+                done = await self._evaluate(tracked, obj, p, got, now)
             except KubeError as exc:
                 log.warning("switching %s/%s: status write failed, retried next round: %s", *p.key, exc)
+                continue
+            except Exception:  # even the unknown-load evaluation failed: this SpecServe only, logged
+                log.exception("switching %s/%s: evaluation failed", *p.key)
+                telemetry.METRIC_ERRORS.labels(*p.key, EVALUATION_FAILED).inc()
                 continue
             report.evaluated += 1
             report.written += done.written
@@ -187,16 +200,21 @@ class SwitchingLoop:
         return report
 
     async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: ReadPlan, got: Gathered, now: float) -> Evaluation:
-        knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
-        paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
-        decide: Decide = PausedDecide(self.decide) if paused else self.decide
-        learned = self._learn(p.key, obj, tracked.body, got, now)
-        inputs = (decide, knobs, learned.curves if learned is not None else self._curves_of(p.key, obj))
-        memory = self._memory.get(p.key)
-        add = learned.apply if learned is not None else None
-        body = tracked.body
-        done = await evaluate(self.kube, body, obj, inputs, got.reading, got.pools, p.source, memory, now, add)
+        try:
+            done, learned = await self._decide(tracked, obj, p, got, now, learn=True)
+        except KubeError:
+            raise
+        except Exception as exc:  # this SpecServe's data broke its evaluation: its load is unknown, it holds
+            log.exception("switching %s/%s: evaluation failed; holding on unknown load", *p.key)
+            message = (
+                f"the evaluation failed unexpectedly ({type(exc).__name__}) on the load read: treated as unknown; "
+                "the operator's log has the details"
+            )
+            unknown = Reading(readiness_only(replace(got.reading.sample, time=now), message), EVALUATION_FAILED)
+            got = Gathered(unknown, got.pools, got.startup_seconds)
+            done, learned = await self._decide(tracked, obj, p, got, now, learn=False)
         self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
+        body = tracked.body
         if learned is not None:
             written = done.after.learning
             self._learning[p.key] = Remembered(learned.round.learning, written.last_update if written else None)
@@ -211,6 +229,20 @@ class SwitchingLoop:
         if done.changed:
             await self.trigger(tracked)  # realise the new target now, not at the next resync
         return done
+
+    async def _decide(
+        self, tracked: Tracked, obj: SpecServe, p: ReadPlan, got: Gathered, now: float, learn: bool
+    ) -> tuple[Evaluation, Learned | None]:
+        """The verdict and the loop's status write; nothing else is changed until it returns."""
+        knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
+        paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
+        decide: Decide = PausedDecide(self.decide) if paused else self.decide
+        learned = self._learn(p.key, obj, tracked.body, got, now) if learn else None
+        inputs = (decide, knobs, learned.curves if learned is not None else self._curves_of(p.key, obj))
+        memory = self._memory.get(p.key)
+        add = learned.apply if learned is not None else None
+        done = await evaluate(self.kube, tracked.body, obj, inputs, got.reading, got.pools, p.source, memory, now, add)
+        return done, learned
 
     def _learn(self, key: Key, obj: SpecServe, body: JSON, got: Gathered, now: float) -> Learned | None:
         """This round's live curves (policy.learning): measured calibrated curves only, the prior they learn
