@@ -523,7 +523,8 @@ async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] 
     else:  # follow the route again at once
         demo.route = {}
     timeline: list[dict[str, Any]] = []
-    history_before = len((await read_status(api)).get("history") or [])
+    # status.history is bounded: this policy's decisions are those stamped after it started
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
 
     async def on_second(t: float, stage: str, wanted: float, in_flight: int) -> None:
         row: dict[str, Any] = {"t": round(t, 1), "stage": stage, "wanted": round(wanted, 1), "in_flight": in_flight,
@@ -545,7 +546,7 @@ async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] 
         "wall_s": round(wall, 1),
         "phases": table,
         "timeline": timeline,
-        "history": (status.get("history") or [])[history_before:],
+        "history": [h for h in status.get("history") or [] if str(h.get("time", "")) >= started],
         "status": status,
         "requests": [asdict(r) for r in records],
     }
