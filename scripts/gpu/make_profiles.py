@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "docs" / "real-engine"
-OUT = ROOT / "operator" / "specserve" / "emulator" / "profiles"
+OUT = ROOT / "tools" / "specserve_tools" / "emulator" / "profiles"
 
 
 def levels(mode: str) -> dict[int, list[dict[str, float]]]:
@@ -84,7 +84,35 @@ def build() -> dict[str, dict[str, object]]:
             "accept_length_note": "set by construction of the dummy weights, not a property of a real draft",
             "curves": {"speculative": spec, "baseline": base},
         }
+    out["h200-llama31-8b-ngram4-dummy"] = ngram_profile(common)
     return out
+
+
+def ngram_profile(common: dict[str, object]) -> dict[str, object]:
+    """NGRAM with 4 draft tokens vs plain, swept by scripts/gpu/loop.py's calibration (one sweep each, both pods
+    on one GPU, the other idle): greedy requests on a dummy model loop, so the drafts are accepted (3.8-4.0)."""
+    runs = {m: json.loads((RAW / "loop" / f"bench-{m}.json").read_text())["levels"] for m in ("ngram4", "baseline")}
+    curves = {
+        mode: [[int(lv["concurrency"]), round(lv["output_tokens_per_s"], 1)] for lv in runs[src]]
+        for mode, src in (("speculative", "ngram4"), ("baseline", "baseline"))
+    }
+    accept = [lv["accept_length"] for lv in runs["ngram4"] if lv.get("accept_length")]
+    return {
+        **common,
+        "name": "h200-llama31-8b-ngram4-dummy",
+        "description": "Measured on one H200 with SGLang 0.5.17 (triton attention), a Llama-3.1-8B-shaped model with "
+        "dummy weights: speculative = NGRAM with 4 draft tokens (no draft model) on greedy requests, baseline = "
+        "the same model without speculation; the two pods shared the GPU (--mem-fraction-static 0.40 / 0.82).",
+        "source": "docs/real-engine/loop/bench-ngram4.json and bench-baseline.json (specserve bench --repeats 1, "
+        "128 output tokens, levels 1-128; scripts/gpu/loop.py's calibration); scripts/gpu/make_profiles.py",
+        "startup_seconds": 80,
+        "startup_note": "NGRAM pod: container start to Ready 74-87 s on the H200 (scripts/gpu/loop.py)",
+        "max_running_requests": 128,
+        "accept_length": round(sum(accept) / len(accept), 2),
+        "accept_length_note": "greedy requests on dummy weights; sampled requests (temperature 0.6+) accept ~1.0 "
+        "(../shared/gpu/README.md), which this profile does not model",
+        "curves": curves,
+    }
 
 
 def main() -> None:

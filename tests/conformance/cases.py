@@ -130,6 +130,7 @@ BASE: dict[str, Any] = {
     },
 }
 GPU_PRODUCTS = {"sm120": SM120_PRODUCT, "h100": H100_PRODUCT}
+NGRAM_DRAFT_TOKENS = (4, 12)
 ADAPTIVE_CONFIGS: dict[str, dict[str, list[int]] | None] = {
     "no-adaptive-config": None,
     "adaptive-config": {"1": [1, 3, 5], "8": [0, 1, 3], "32": [0]},
@@ -181,6 +182,15 @@ def matrix() -> Matrix:
                 continue
             valid.append(name)
             cases += cases_of(name, obj)
+    for version, tokens in itertools.product(RELEASES, NGRAM_DRAFT_TOKENS):
+        # NGRAM's one knob SpecServe renders: the draft-token count (4: the loop's pool on the H200, 12: SGLang's
+        # default), no draft model, no steps.
+        doc = copy.deepcopy(BASE)
+        doc["spec"]["engine"]["sglangVersion"] = version
+        doc["spec"]["speculative"] = {"algorithm": "NGRAM", "numDraftTokens": tokens}
+        name = f"{version}/TrafficSplit/NGRAM-{tokens}"
+        valid.append(name)
+        cases += cases_of(name, parse_object(doc))
     return Matrix(tuple(cases), tuple(rejected), tuple(valid))
 
 

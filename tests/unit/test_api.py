@@ -163,3 +163,11 @@ def test_non_mapping_spec_is_rejected_clearly(raw: Any) -> None:
 def test_adaptive_on_0_5_17_is_accepted_when_the_launch_steps_cover_every_candidate(patch: dict[str, Any]) -> None:
     spec = parse_spec(with_({"strategy": "Adaptive", "engine.sglangVersion": "0.5.17", **patch}))
     assert spec.engine.sglang_version == "0.5.17"
+
+
+@pytest.mark.parametrize("tokens", [4, 12])
+def test_ngram_takes_any_draft_token_count(tokens: int) -> None:
+    """NGRAM has no draft steps (SGLang runs it with numSteps 0 and its own tree width), so the EAGLE chain rule
+    numDraftTokens == numSteps + 1 does not bind it: 12 is SGLang's own NGRAM default, 4 the loop's pool."""
+    spec = parse_spec(with_({"speculative": {"algorithm": "NGRAM", "numDraftTokens": tokens}}))
+    assert spec.speculative.draft_tokens() == tokens

@@ -216,6 +216,9 @@ SAMPLES: list[dict[str, Any]] = [
 ]
 
 
+SAMPLES.append(with_({"speculative": {"algorithm": "NGRAM", "numDraftTokens": 12}}))  # no chain rule for NGRAM
+
+
 def _as_api_server_sees_it(raw: dict[str, Any]) -> tuple[SpecServeSpec, Any]:
     spec = SpecServeSpec.model_validate(raw)  # field rules and defaults only, as the schema applies them
     return spec, json_to_cel(spec.model_dump(mode="json", by_alias=True, exclude_none=True))

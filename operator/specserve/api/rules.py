@@ -241,10 +241,12 @@ RULES: tuple[Rule, ...] = (
         field="spec.speculative.numDraftTokens",
         message="with eagleTopk 1 SGLang forces draft tokens to numSteps + 1; remove numDraftTokens or "
         "set it to numSteps + 1",
-        cel="self.speculative.eagleTopk != 1 || !has(self.speculative.numDraftTokens) || "
-        "self.speculative.numDraftTokens == self.speculative.numSteps + 1",
+        # NGRAM has no draft steps (SGLang runs it with steps 0 and its own tree width): any count is its own.
+        cel="self.speculative.eagleTopk != 1 || self.speculative.algorithm == 'NGRAM' || "
+        "!has(self.speculative.numDraftTokens) || self.speculative.numDraftTokens == self.speculative.numSteps + 1",
         holds=lambda s: (
             s.speculative.eagle_topk != 1
+            or s.speculative.algorithm == "NGRAM"
             or s.speculative.num_draft_tokens is None
             or s.speculative.num_draft_tokens == s.speculative.num_steps + 1
         ),

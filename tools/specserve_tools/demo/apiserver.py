@@ -14,13 +14,13 @@ import sys
 from specserve_kubefake import FakeApiServer
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, validate: bool = True) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    async with FakeApiServer(auto_ready=False, port=port) as api:
+    async with FakeApiServer(auto_ready=False, port=port, validate=validate) as api:
         print(f"fake Kubernetes API on {api.url}", file=sys.stderr, flush=True)
         await stop.wait()
 
@@ -28,8 +28,11 @@ async def serve(port: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m specserve_tools.demo.apiserver")
     parser.add_argument("--port", type=int, required=True)
+    # Validation needs the official schemas (kubernetes_validate, ~100 MB): a machine that cannot carry them
+    # (the GPU machine, scripts/gpu/loop.py) serves without; CI validates.
+    parser.add_argument("--no-validate", dest="validate", action="store_false")
     args = parser.parse_args()
-    asyncio.run(serve(args.port))
+    asyncio.run(serve(args.port, args.validate))
     return 0
 
 

@@ -40,8 +40,9 @@ async def wait_http(child: Child, url: str, what: str, timeout: float = 30.0) ->
     raise RuntimeError(f"{what} did not answer within {timeout:g} s: {child.tail()}")
 
 
-async def start_api(sup: Supervisor, port: int) -> tuple[Child, str]:
-    child = sup.start("kube-api", [sys.executable, "-m", "specserve_tools.demo.apiserver", "--port", str(port)])
+async def start_api(sup: Supervisor, port: int, validate: bool = True) -> tuple[Child, str]:
+    argv = [sys.executable, "-m", "specserve_tools.demo.apiserver", "--port", str(port)]
+    child = sup.start("kube-api", argv + ([] if validate else ["--no-validate"]))
     url = f"http://127.0.0.1:{port}"
     await wait_http(child, url + "/version", "the fake Kubernetes API")
     return child, url

@@ -29,6 +29,7 @@ class Endpoint:
     pod: str  # also the HAProxy server name
     pool: str  # the Service (pool) name
     port: int
+    host: str = "127.0.0.1"  # real engines on one machine each get a loopback address of their own (a pod IP)
 
 
 def server_weights(route_weights: Mapping[str, int], endpoints: list[Endpoint]) -> dict[str, int]:
@@ -173,7 +174,7 @@ class Gateway:
             wanted = server_weights(route, endpoints)
             for ep in endpoints:
                 if ep.pod not in self.servers:
-                    await self._check(f"add server {BACKEND}/{ep.pod} 127.0.0.1:{ep.port} weight {wanted[ep.pod]}")
+                    await self._check(f"add server {BACKEND}/{ep.pod} {ep.host}:{ep.port} weight {wanted[ep.pod]}")
                     await self._check(f"enable server {BACKEND}/{ep.pod}")
                     self.servers[ep.pod] = ep
                     self.weights[ep.pod] = wanted[ep.pod]

@@ -38,6 +38,19 @@ def free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a launcher runs one pod: its command line, extra environment and address."""
+
+    argv: list[str]
+    host: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# A launcher turns a pod (its name and the rendered container, with ConfigMap mount path -> local directory) into
+# a process to start: the default runs the emulator; scripts/gpu/loop.py runs real SGLang.
+Launcher = Callable[[str, JSON, dict[str, str]], Awaitable[Launch]]
 EndpointsHook = Callable[[list[Endpoint]], Awaitable[None]]
 PodHook = Callable[[str], Awaitable[None]]
 PodsHook = Callable[[list["Pod"]], Awaitable[None]]
@@ -60,6 +73,7 @@ class Kubelet:
     on_endpoints: EndpointsHook = _noop  # the gateway: called (and awaited) whenever Ready endpoints change
     on_pod_gone: PodHook = _noop  # the gateway: a drained pod's process has stopped
     on_pods: PodsHook = _noop  # Prometheus: the set of pods changed
+    launcher: Launcher | None = None  # None: the emulator with the rendered args (podargs.emulator_argv)
     pods: dict[str, Pod] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     _counter: int = 0
@@ -119,12 +133,17 @@ class Kubelet:
         template = dep["spec"]["template"]
         container = template["spec"]["containers"][0]
         mounts = await self._materialize_configmaps(name, template["spec"], container)
-        port = free_port()
-        argv = emulator_argv(container.get("args") or [], port, self.profile, self.startup_seconds, mounts)
-        child = self.sup.start(f"pod-{name}", argv)
+        if self.launcher is None:
+            port = free_port()
+            argv = emulator_argv(container.get("args") or [], port, self.profile, self.startup_seconds, mounts)
+            launch = Launch(argv, "127.0.0.1", port)
+        else:
+            launch = await self.launcher(name, container, mounts)
+        child = self.sup.start(f"pod-{name}", launch.argv, env=launch.env)
         labels = dict(template.get("metadata", {}).get("labels") or {})
-        self.pods[name] = Pod(name, dep["metadata"]["name"], current, labels, port, child)
-        log.info("pod %s: started on port %d", name, port)
+        pod = Pod(name, dep["metadata"]["name"], current, labels, launch.port, child, host=launch.host)
+        self.pods[name] = pod
+        log.info("pod %s: started on %s", name, pod.url)
         await self.on_pods(list(self.pods.values()))
 
     async def _materialize_configmaps(self, pod: str, spec: JSON, container: JSON) -> dict[str, str]:
@@ -216,7 +235,7 @@ class Kubelet:
                 continue
             for pod in self.pods.values():
                 if pod.phase == Phase.READY and selector.items() <= pod.labels.items():
-                    out.append(Endpoint(pod.name, svc["metadata"]["name"], pod.port))
+                    out.append(Endpoint(pod.name, svc["metadata"]["name"], pod.port, pod.host))
         return sorted(out, key=lambda e: e.pod)
 
     async def _publish(self, services: list[JSON]) -> None:

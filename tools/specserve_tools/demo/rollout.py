@@ -30,10 +30,11 @@ class Pod:
     phase: Phase = Phase.STARTING
     started: float = field(default_factory=time.monotonic)
     ready_at: float | None = None
+    host: str = "127.0.0.1"  # the pod's address (its IP); the emulator pods share 127.0.0.1 on their own ports
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
 
 def template_hash(deployment: JSON) -> str:

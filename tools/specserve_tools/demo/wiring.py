@@ -54,6 +54,8 @@ class Demo:
     roles: dict[str, str] = field(default_factory=dict)  # pool (Deployment/Service) name -> role
     pod_monitor: dict[str, Any] | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
+    # Weights the gateway serves instead of the HTTPRoute's (a static policy to compare the operator against).
+    pinned: dict[str, int] | None = None
 
     async def on_endpoints(self, endpoints: list[Endpoint]) -> None:
         self.endpoints = endpoints
@@ -89,7 +91,7 @@ class Demo:
                     raise
                 await asyncio.sleep(0.25)
                 continue
-            route = route_weights(live)
+            route = route_weights(live) if self.pinned is None else self.pinned
             if route != self.route:
                 self.route = route
                 await self.gateway.sync(route, self.endpoints)

@@ -1,0 +1,680 @@
+"""The loop on real engines: the real operator (`specserve run`) steering real SGLang pools through the demo's
+HAProxy gateway, measured against static choices on the same load (docs/real-engine.md, "The loop on real engines").
+
+usage (on the GPU machine, after scripts/gpu/run_loop.sh has unpacked SGLang, the deps and made /tmp/model):
+    python3 loop.py --out DIR [--policies specserve,baseline,speculative,split] [--curves CURVES.json]
+                    [--ramp-seconds S] [--peak N] [--deadline S]
+On a CPU machine, with the emulator standing in for SGLang (the CI test, tests/e2e/test_gpu_loop.py):
+    FAKE_ENGINE=<emulator profile> python3 loop.py --out DIR --ramp-seconds 20 --peak 24
+
+What runs: the fake Kubernetes API (specserve_kubefake), the operator (`specserve run`, this checkout), the
+demo's kubelet starting each rendered pod as a real `sglang.launch_server` process (every change to the rendered
+container recorded per pod under `pods`), the demo's HAProxy gateway programmed from the operator's HTTPRoute,
+and closed-loop clients. The SpecServe is examples/llama31-8b-h200.yaml made a TrafficSplit of a plain pool and
+an NGRAM pool (4 draft tokens) on one GPU, reading its load signals with the Direct source (the operator scrapes
+each Ready Pod's /metrics at podIP:30000; each pod gets a loopback address of its own, 127.0.x.y, as its IP).
+
+Steps: both pools Ready -> calibrate as a user would (`specserve bench` on each pod, `specserve calibrate
+--write`, the curves applied to the SpecServe) unless --curves gives them -> for each policy the same load
+schedule: a ramp of greedy clients 1 -> peak -> 1, then a drift ramp with half of the requests sampled
+(temperature 0.7). Policy `specserve` lets the gateway follow the HTTPRoute; the static ones pin the gateway's
+weights (all baseline, all speculative, or the calibrated static split: the fixed share that serves the most
+tokens over the schedule's demand by the calibrated curves) while the operator keeps running. Writes DIR/loop.json
+(everything) and DIR/loop.png (timelines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from specserve.kube.kinds import HTTPROUTE, POD, SPECSERVE
+from specserve_tools.bench.client import sse_objects
+from specserve_tools.demo import cluster
+from specserve_tools.demo.gateway import start_gateway
+from specserve_tools.demo.kubeapi import ApiError, DemoApi
+from specserve_tools.demo.kubelet import Kubelet, Launch, free_port
+from specserve_tools.demo.podargs import emulator_argv
+from specserve_tools.demo.procs import Supervisor, step
+from specserve_tools.demo.rollout import Phase as PodPhase
+from specserve_tools.demo.scenario import NAME, NAMESPACE
+from specserve_tools.demo.wiring import NAMESPACES, Demo, Options, gateway_answers
+
+MODEL = "/tmp/model"
+ENGINE_PORT = 30000
+# SGLang logs this once it has taken its GPU memory: the next pod on the same GPU may start.
+MEMORY_TAKEN = r"KV Cache is allocated|Capture cuda graph begin"
+MEM_FRACTIONS = (0.40, 0.82)  # cumulative, in start order: SGLang's fraction is of the whole GPU
+TEMPERATURE_SAMPLED = 0.7
+MAX_TOKENS = 128
+TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
+POLICIES = ("specserve", "baseline", "speculative", "split")
+PROMPT = "Explain speculative decoding to a new engineer, step by step, with an example."
+T0 = time.monotonic()
+
+
+def log(*parts: object) -> None:
+    print(f"[{time.monotonic() - T0:7.1f}s]", *parts, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ the SpecServe
+
+
+def specserve_doc(example: Path, curves: dict[str, Any] | None) -> dict[str, Any]:
+    """The example made the loop's SpecServe: NGRAM-4 vs plain, TrafficSplit, Direct metrics, fast knobs."""
+    doc: dict[str, Any] = yaml.safe_load(example.read_text())
+    doc["metadata"] = {"name": NAME, "namespace": NAMESPACE}
+    spec = doc["spec"]
+    spec["speculative"] = {"algorithm": "NGRAM", "numDraftTokens": 4}
+    spec["engine"]["maxRunningRequests"] = 128
+    spec["engine"]["startupTimeoutSeconds"] = 600
+    spec["routing"] = {"gateway": {"name": "demo-gateway"}}
+    spec["switching"] = {
+        "metrics": {"source": "Direct"},
+        "evaluationIntervalSeconds": 2,
+        "upStabilizationSeconds": 0,
+        "downStabilizationSeconds": 4,
+        "minDwellSeconds": 4,
+        "hysteresis": 0.1,
+        **(curves or {}),
+    }
+    return doc
+
+
+# ------------------------------------------------------------------------------------------------ the pods
+
+
+def set_flag(args: list[str], flag: str, value: str | None, subst: list[str], why: str) -> list[str]:
+    """Replace (or add) `flag value` (value None: a bare flag), recording the change and why."""
+    args = list(args)
+    if flag in args:
+        i = args.index(flag)
+        old = args[i + 1] if value is not None else ""
+        if value is not None:
+            args[i + 1] = value
+        subst.append(f"{flag} {old} -> {value}: {why}")
+    else:
+        args += [flag] if value is None else [flag, value]
+        subst.append(f"+{flag} {value or ''}: {why}".replace(" :", ":"))
+    return args
+
+
+@dataclass
+class SglangLauncher:
+    """The kubelet's launcher: the rendered container as a real SGLang process (or, with `fake`, the emulator),
+    each pod on a loopback address of its own, started once the previous pod took its GPU memory."""
+
+    log_dir: Path
+    fake: str | None  # an emulator profile: the CI's stand-in for SGLang
+    subnet: str
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    previous: str | None = None
+
+    async def _wait_previous(self) -> None:
+        if self.previous is None or self.fake:
+            return
+        path = self.log_dir / f"pod-{self.previous}.log"
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            text = path.read_text(errors="replace") if path.exists() else ""
+            if re.search(MEMORY_TAKEN, text) or "Traceback" in text:
+                return
+            await asyncio.sleep(1)
+
+    async def __call__(self, name: str, container: dict[str, Any], mounts: dict[str, str]) -> Launch:
+        await self._wait_previous()
+        index = len(self.records)
+        host = f"{self.subnet}.{index + 2}"
+        subst: list[str] = []
+        args = list(container.get("args") or [])
+        port = int(args[args.index("--port") + 1]) if "--port" in args else ENGINE_PORT
+        args = set_flag(args, "--model-path", MODEL, subst, "no weights can be downloaded: 8B-shaped config")
+        args = set_flag(args, "--load-format", "dummy", subst, "dummy weights: real compute, no checkpoint")
+        args = set_flag(args, "--attention-backend", "triton", subst, "the offline overlay has no FlashAttention-3")
+        args = set_flag(args, "--sampling-backend", "pytorch", subst, "as the overlay is known to run")
+        args = set_flag(args, "--host", host, subst, "one machine: each pod its own loopback address (its pod IP)")
+        fraction = MEM_FRACTIONS[min(index, len(MEM_FRACTIONS) - 1)]
+        args = set_flag(args, "--mem-fraction-static", f"{fraction:g}", subst, "two pods share one GPU (cumulative)")
+        for src, dst in mounts.items():
+            args = [dst + a[len(src) :] if a.startswith(src) else a for a in args]
+            subst.append(f"ConfigMap mount {src} -> {dst}: the kubelet's volume")
+        env: dict[str, str] = {}
+        for e in container.get("env") or []:
+            if "value" in e:
+                env[e["name"]] = "/tmp/hf-home" if e["name"] == "HF_HOME" else str(e["value"])
+                if e["name"] == "HF_HOME":
+                    subst.append("env HF_HOME -> /tmp/hf-home: no model cache volume")
+            else:
+                subst.append(f"env {e['name']} (from a Secret) dropped: nothing is downloaded")
+        command = list(container.get("command") or [])
+        if command[:1] == ["python3"]:
+            command[0] = sys.executable
+            subst.append(f"command python3 -> {sys.executable}: the image's Python with the overlay on PYTHONPATH")
+        argv = command + args
+        if self.fake:
+            argv = emulator_argv(args, port, self.fake, 2.0)
+            argv[argv.index("--host") + 1] = host
+            subst.append(f"FAKE_ENGINE: the emulator (profile {self.fake}) instead of SGLang")
+        self.records[name] = {"pod": name, "host": host, "port": port, "argv": argv, "substituted": subst}
+        self.previous = name
+        log(f"launch {name}: {' '.join(argv)}")
+        return Launch(argv, host, port, env)
+
+
+def pod_doc(name: str, labels: dict[str, str], host: str, ready: bool) -> dict[str, Any]:
+    """The Pod object the kubelet reports for a running pod: what the operator's Direct source lists."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cond = {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": stamp}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": {"containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.17"}]},
+        "status": {"phase": "Running", "podIP": host, "conditions": [cond]},
+    }
+
+
+async def mirror_pods(api: DemoApi, kubelet: Kubelet, stop: asyncio.Event) -> None:
+    """Keep a Pod object per kubelet pod (Ready or not) in the API: the Direct source lists them."""
+    known: dict[str, bool] = {}
+    while not stop.is_set():
+        try:
+            live = {p.name: p for p in kubelet.pods.values() if p.phase != PodPhase.TERMINATING}
+            for name in set(known) - set(live):
+                with contextlib.suppress(ApiError):
+                    await api.delete(POD, NAMESPACE, name)
+                known.pop(name)
+            for name, pod in live.items():
+                ready = pod.phase == PodPhase.READY
+                if name not in known:
+                    doc = pod_doc(name, pod.labels, pod.host, ready)
+                    await api.create(POD, NAMESPACE, doc)
+                    await api.patch_status(POD, NAMESPACE, name, doc["status"])
+                elif known[name] != ready:
+                    await api.patch_status(POD, NAMESPACE, name, pod_doc(name, pod.labels, pod.host, ready)["status"])
+                known[name] = ready
+        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log(f"pod mirror: {exc}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
+
+
+# ------------------------------------------------------------------------------------------------ the load
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stretch of the schedule: clients in flight go linearly from `start` to `end`; `sampled` of the
+    requests are sampled (temperature TEMPERATURE_SAMPLED), the rest greedy."""
+
+    name: str
+    seconds: float
+    start: float
+    end: float
+    sampled: float = 0.0
+
+
+def schedule(ramp_seconds: float, peak: int) -> list[Stage]:
+    """The ramp 1 -> peak -> 1 of greedy clients, then the same demand with half of the requests sampled."""
+    cut = (0.15, 0.2, 0.25, 0.2, 0.2)  # low, rise, peak, fall, low
+    stages = []
+    for prefix, sampled in (("ramp", 0.0), ("drift", 0.5)):
+        parts = [("low", 1, 1), ("rise", 1, peak), ("peak", peak, peak), ("fall", peak, 1), ("low2", 1, 1)]
+        for (name, a, b), frac in zip(parts, cut, strict=True):
+            stages.append(Stage(f"{prefix}-{name}", ramp_seconds * frac, a, b, sampled))
+    return stages
+
+
+def demand_at(stages: list[Stage], t: float) -> tuple[Stage, float]:
+    """The stage and the clients in flight wanted `t` seconds into the schedule (the last stage after it)."""
+    for s in stages:
+        if t < s.seconds:
+            return s, s.start + (s.end - s.start) * t / s.seconds
+        t -= s.seconds
+    return stages[-1], stages[-1].end
+
+
+@dataclass
+class Request:
+    stage: str
+    sampled: bool
+    start: float
+    first: float | None = None
+    last: float | None = None
+    end: float | None = None
+    tokens: int = 0
+    server: str = ""
+    error: str | None = None
+
+    @property
+    def tpot(self) -> float | None:
+        if self.first is None or self.last is None or self.tokens < 2:
+            return None
+        return (self.last - self.first) / (self.tokens - 1)
+
+
+async def one_request(session: aiohttp.ClientSession, url: str, model: str, rec: Request) -> None:
+    body = {
+        "model": model,
+        "prompt": PROMPT,
+        "max_tokens": MAX_TOKENS,
+        "ignore_eos": True,
+        "temperature": TEMPERATURE_SAMPLED if rec.sampled else 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    try:
+        async with session.post(url + "/v1/completions", json=body) as resp:
+            rec.server = resp.headers.get("X-Specserve-Server", "")
+            if resp.status != 200:
+                rec.error = f"HTTP {resp.status}: {(await resp.text())[:160]}"
+                return
+            async for obj in sse_objects(resp.content):
+                if not isinstance(obj, dict):
+                    continue
+                usage = obj.get("usage")
+                if isinstance(usage, dict) and usage.get("completion_tokens"):
+                    rec.tokens = int(usage["completion_tokens"])
+                if any((c.get("text") or "") for c in obj.get("choices") or []):
+                    now = time.monotonic()
+                    rec.first = rec.first or now
+                    rec.last = now
+        rec.end = time.monotonic()
+        if rec.first is None:
+            rec.error = "stream ended without a token"
+    except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:160]
+
+
+async def run_schedule(
+    url: str, model: str, stages: list[Stage], on_second: Callable[[float, str, float, int], Any]
+) -> tuple[list[Request], float]:
+    """Closed-loop clients through the gateway following `stages`; `on_second(t, stage, wanted, in_flight)` each
+    second. Requests in flight at the end finish and count."""
+    records: list[Request] = []
+    rng = random.Random(7)  # the same greedy/sampled sequence for every policy
+    t0 = time.monotonic()
+    total = sum(s.seconds for s in stages)
+    peak = int(max(max(s.start, s.end) for s in stages))
+    in_flight = 0
+    stop = asyncio.Event()
+
+    async def client(i: int, session: aiohttp.ClientSession) -> None:
+        nonlocal in_flight
+        while not stop.is_set():
+            stage, wanted = demand_at(stages, time.monotonic() - t0)
+            if i >= round(wanted):
+                await asyncio.sleep(0.1)
+                continue
+            rec = Request(stage.name, rng.random() < stage.sampled, time.monotonic() - t0)
+            in_flight += 1
+            try:
+                await one_request(session, url, model, rec)
+            finally:
+                in_flight -= 1
+            for attr in ("first", "last", "end"):
+                value = getattr(rec, attr)
+                if value is not None:
+                    setattr(rec, attr, value - t0)
+            records.append(rec)
+            if rec.error:
+                await asyncio.sleep(0.2)
+
+    timeout = aiohttp.ClientTimeout(total=120, sock_read=60)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
+        tasks = [asyncio.create_task(client(i, session)) for i in range(peak)]
+        while (t := time.monotonic() - t0) < total:
+            stage, wanted = demand_at(stages, t)
+            await on_second(t, stage.name, wanted, in_flight)
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - t)))
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return records, time.monotonic() - t0
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def phase_table(records: list[Request], stages: list[Stage]) -> dict[str, dict[str, Any]]:
+    """Per stage (and per half: ramp, drift, all): requests, failures, tokens, tokens/s, goodput, TPOT p50/p99,
+    and the requests each pool served. A request belongs to the stage it started in."""
+    groups: dict[str, list[Stage]] = {s.name: [s] for s in stages}
+    groups["ramp"] = [s for s in stages if s.name.startswith("ramp")]
+    groups["drift"] = [s for s in stages if s.name.startswith("drift")]
+    groups["all"] = list(stages)
+    out = {}
+    for name, members in groups.items():
+        names = {s.name for s in members}
+        seconds = sum(s.seconds for s in members)
+        recs = [r for r in records if r.stage in names]
+        ok = [r for r in recs if r.error is None]
+        tpots = [t for r in ok if (t := r.tpot) is not None]
+        tokens = sum(r.tokens for r in ok)
+        good = sum(r.tokens for r in ok if (r.tpot or 0.0) <= TPOT_SLO)
+        servers: dict[str, int] = {}
+        for r in ok:
+            pool = "speculative" if "-spec-" in r.server else "baseline" if "-base-" in r.server else "?"
+            servers[pool] = servers.get(pool, 0) + 1
+        p50, p99 = percentile(tpots, 0.5), percentile(tpots, 0.99)
+        out[name] = {
+            "seconds": round(seconds, 1),
+            "requests": len(recs),
+            "failed": len(recs) - len(ok),
+            "tokens": tokens,
+            "tokens_per_s": round(tokens / seconds, 1) if seconds else None,
+            "goodput_tokens_per_s": round(good / seconds, 1) if seconds else None,
+            "tpot_p50_ms": round(p50 * 1000, 2) if p50 is not None else None,
+            "tpot_p99_ms": round(p99 * 1000, 2) if p99 is not None else None,
+            "served_by": servers,
+        }
+    return out
+
+
+async def warm_up(hosts: dict[str, str], model: str) -> dict[str, float]:
+    """A few greedy and sampled requests to each pod before anything is measured: SGLang compiles kernels on
+    first use (the first sampled request to the NGRAM pod stalled its scheduler ~100 s on a cold JIT cache)."""
+    took = {}
+    timeout = aiohttp.ClientTimeout(total=240)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for role, host in hosts.items():
+            t = time.monotonic()
+            recs = [Request("warmup", i % 2 == 1, 0.0) for i in range(8)]
+            await asyncio.gather(*(one_request(session, f"http://{host}:{ENGINE_PORT}", model, r) for r in recs))
+            took[role] = round(time.monotonic() - t, 1)
+    return took
+
+
+# ------------------------------------------------------------------------------------------------ calibration
+
+
+def curve_at(points: list[tuple[float, float]], c: float) -> float:
+    """Tokens/s at concurrency c by linear interpolation (0 at 0, flat past the last point)."""
+    if c <= 0 or not points:
+        return 0.0
+    xs = [p[0] for p in points]
+    i = bisect.bisect_left(xs, c)
+    if i == 0:
+        return points[0][1] * c / points[0][0]
+    if i >= len(points):
+        return points[-1][1]
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (c - x0) / (x1 - x0)
+
+
+def static_split(curves: dict[str, Any], stages: list[Stage]) -> int:
+    """The fixed speculative weight (0-100, steps of 5) that serves the most tokens over the schedule's demand
+    by the calibrated curves (a pool's clients are the weight's share of those in flight)."""
+    spec = [(p["concurrency"], p["tokensPerSecond"]) for p in curves["curves"]["speculative"]]
+    base = [(p["concurrency"], p["tokensPerSecond"]) for p in curves["curves"]["baseline"]]
+    total = sum(s.seconds for s in stages)
+    demands = [demand_at(stages, t + 0.5)[1] for t in range(int(total))]
+
+    def served(w: int) -> float:
+        return sum(curve_at(spec, d * w / 100) + curve_at(base, d * (100 - w) / 100) for d in demands)
+
+    return max(range(0, 101, 5), key=served)
+
+
+async def calibrate(hosts: dict[str, str], doc: dict[str, Any], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`specserve bench` on each pool's pod, then `specserve calibrate --write` on the SpecServe file: the
+    switching fields it wrote (curves, crossover, initial mode). Falls back to the bench's curves if calibrate
+    cannot run here (recorded)."""
+    bench_dir = out / "bench"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {}
+    files = {}
+    for role, host in hosts.items():
+        argv = [sys.executable, "-m", "specserve_tools", "bench", "--url", f"http://{host}:{ENGINE_PORT}",
+                "--levels", "1,4,16,64,128", "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--api",
+                "completions", "--repeats", "1", "--label", role, "--name", role, "--output-dir", str(bench_dir),
+                "--no-plot", "--quiet"]  # fmt: skip
+        t = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        record[f"bench_{role}"] = {"argv": argv, "rc": proc.returncode, "seconds": round(time.monotonic() - t, 1),
+                                   "stderr": proc.stderr[-2000:]}  # fmt: skip
+        files[role] = bench_dir / f"{role}.json"
+        log(f"bench {role}: rc {proc.returncode} in {time.monotonic() - t:.0f} s")
+    spec_file = out / "specserve-calibrated.yaml"
+    spec_file.write_text(yaml.safe_dump(doc))
+    argv = [sys.executable, "-m", "specserve_tools", "calibrate", str(files["speculative"]), str(files["baseline"]),
+            "--write", str(spec_file)]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    record["calibrate"] = {"argv": argv, "rc": proc.returncode, "stdout": proc.stdout[-3000:],
+                           "stderr": proc.stderr[-2000:]}  # fmt: skip
+    switching: dict[str, Any] = {}
+    if proc.returncode == 0:
+        written = yaml.safe_load(spec_file.read_text())["spec"]["switching"]
+        switching = {k: written[k] for k in ("curves", "crossoverConcurrency", "initialMode") if k in written}
+    else:
+        switching = {"curves": {role: bench_points(files[role]) for role in ("speculative", "baseline")}}
+        record["calibrate"]["fallback"] = "curves straight from the bench results (calibrate failed here)"
+    return switching, record
+
+
+def bench_points(path: Path) -> list[dict[str, float]]:
+    data = json.loads(path.read_text())
+    levels = data.get("levels") or data.get("results") or []
+    points = []
+    for lv in levels:
+        c = lv.get("concurrency") or lv.get("level")
+        tps = lv.get("output_tokens_per_s")
+        if c and tps:
+            points.append({"concurrency": float(c), "tokensPerSecond": round(float(tps), 1)})
+    return points
+
+
+# ------------------------------------------------------------------------------------------------ the run
+
+
+@dataclass
+class Result:
+    started: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    engine: str = "sglang"
+    schedule: list[dict[str, Any]] = field(default_factory=list)
+    pods: dict[str, Any] = field(default_factory=dict)
+    ready_s: dict[str, float] = field(default_factory=dict)
+    warmup_s: dict[str, float] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    switching: dict[str, Any] = field(default_factory=dict)
+    policies: dict[str, Any] = field(default_factory=dict)
+    not_run: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def role_weights(route: dict[str, int]) -> dict[str, int]:
+    return {("speculative" if k.endswith("-spec") else "baseline"): v for k, v in route.items()}
+
+
+async def read_status(api: DemoApi) -> dict[str, Any]:
+    obj = await api.get(SPECSERVE, NAMESPACE, NAME) or {}
+    status: dict[str, Any] = obj.get("status") or {}
+    return status
+
+
+async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] | None, stages: list[Stage],
+                     model: str) -> dict[str, Any]:  # fmt: skip
+    assert demo.gateway is not None
+    demo.pinned = pin
+    if pin is not None:
+        demo.route = pin
+        await demo.gateway.sync(pin, demo.endpoints)
+    else:  # follow the route again at once
+        demo.route = {}
+    timeline: list[dict[str, Any]] = []
+    # status.history is bounded: this policy's decisions are those stamped after it started
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+
+    async def on_second(t: float, stage: str, wanted: float, in_flight: int) -> None:
+        row: dict[str, Any] = {"t": round(t, 1), "stage": stage, "wanted": round(wanted, 1), "in_flight": in_flight,
+                               "weights": role_weights(demo.route)}  # fmt: skip
+        if int(t) % 2 == 0:
+            with contextlib.suppress(ApiError, aiohttp.ClientError, TimeoutError):
+                status = await read_status(api)
+                row["mode"] = status.get("activeMode")
+                row["load"] = status.get("load")
+        timeline.append(row)
+
+    log(f"policy {policy}: pin {pin}")
+    records, wall = await run_schedule(demo.gateway.url, model, stages, on_second)
+    status = await read_status(api)
+    table = phase_table(records, stages)
+    log(f"policy {policy}: {json.dumps(table['all'])}")
+    return {
+        "pin": pin,
+        "wall_s": round(wall, 1),
+        "phases": table,
+        "timeline": timeline,
+        "history": [h for h in status.get("history") or [] if str(h.get("time", "")) >= started],
+        "status": status,
+        "requests": [asdict(r) for r in records],
+    }
+
+
+async def wait_ready(demo: Demo, api: DemoApi, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        demo.check()
+        route = await api.get(HTTPROUTE, NAMESPACE, NAME)
+        both = len(demo.endpoints) >= 2
+        if both and route and demo.gateway and await gateway_answers(demo.session, demo.gateway.url):
+            return
+        await asyncio.sleep(1)
+    raise RuntimeError(f"pools not Ready within {timeout:g} s (endpoints {len(demo.endpoints)})")
+
+
+async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    fake = os.environ.get("FAKE_ENGINE") or None
+    res = Result(engine=f"emulator:{fake}" if fake else "sglang 0.5.17")
+    stages = schedule(args.ramp_seconds, args.peak)
+    res.schedule = [asdict(s) for s in stages]
+    workdir = Path(tempfile.mkdtemp(prefix="specserve-loop-"))
+    sup = Supervisor(workdir / "logs")
+    opts = Options(strategy="TrafficSplit", out=out, plain=True)
+    demo = Demo(opts, sup, workdir, aiohttp.ClientSession())
+    stop = asyncio.Event()
+    curves = json.loads(args.curves.read_text()) if args.curves else None
+    doc = specserve_doc(args.example, curves)
+    deadline = T0 + args.deadline
+    model = doc["spec"]["model"].get("servedName") or doc["spec"]["model"]["path"]
+    try:
+        with step("start the fake Kubernetes API"):
+            _, api_url = await cluster.start_api(sup, free_port(), validate=not args.no_validate)
+            demo.api = api = DemoApi(api_url, demo.session)
+        with step("start HAProxy"):
+            demo.gateway = await start_gateway(sup, workdir, free_port(), free_port())
+        with step("apply the SpecServe"):
+            await api.create(NAMESPACES, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            await api.create(SPECSERVE, NAMESPACE, doc)
+        with step("start the operator"):
+            await cluster.start_operator(sup, workdir, api_url, NAMESPACE, "http://127.0.0.1:9", free_port())
+        launcher = SglangLauncher(sup.log_dir, fake, f"127.0.{random.randint(2, 250)}")
+        with step("start the kubelet"):
+            demo.kubelet = Kubelet(api, sup, NAMESPACE, fake or "", workdir, startup_seconds=2.0, launcher=launcher,
+                                   on_endpoints=demo.on_endpoints, on_pod_gone=demo.on_pod_gone)  # fmt: skip
+            demo.background.append(asyncio.create_task(demo.kubelet.run(stop), name="the kubelet"))
+            demo.background.append(asyncio.create_task(demo.watch_route(stop), name="the gateway controller"))
+            demo.background.append(asyncio.create_task(mirror_pods(api, demo.kubelet, stop), name="the pod mirror"))
+        with step("wait for both pools to be Ready"):
+            await wait_ready(demo, api, args.ready_timeout)
+            res.pods = launcher.records
+            res.ready_s = {
+                p.name: round((p.ready_at or 0) - p.started, 1) for p in demo.kubelet.pods.values() if p.ready_at
+            }
+            log(f"ready: {res.ready_s}")
+        hosts = {p.labels.get("specserve.io/pool", "?"): p.host for p in demo.kubelet.pods.values()}
+        with step("warm up"):
+            res.warmup_s = await warm_up(hosts, model)
+            log(f"warm-up: {res.warmup_s}")
+        if curves is None:
+            with step("calibrate"):
+                switching, res.calibration = await calibrate(hosts, doc, out)
+                obj = await api.get(SPECSERVE, NAMESPACE, NAME) or {}
+                obj["spec"]["switching"].update(switching)
+                await api.patch(SPECSERVE, NAMESPACE, NAME, {"spec": {"switching": obj["spec"]["switching"]}})
+                res.switching = switching
+        else:
+            res.switching = curves
+            res.calibration = {"from": str(args.curves)}
+        split = static_split(res.switching, stages) if res.switching.get("curves") else 50
+        pins: dict[str, dict[str, int] | None] = {
+            "specserve": None,
+            "baseline": {f"{NAME}-spec": 0, f"{NAME}-base": 100},
+            "speculative": {f"{NAME}-spec": 100, f"{NAME}-base": 0},
+            "split": {f"{NAME}-spec": split, f"{NAME}-base": 100 - split},
+        }
+        for policy in args.policies.split(","):
+            need = sum(s.seconds for s in stages) + 25
+            if time.monotonic() + need > deadline:
+                res.not_run.append(f"{policy}: {need:.0f} s needed, {deadline - time.monotonic():.0f} s left")
+                continue
+            with step(f"policy {policy}"):
+                res.policies[policy] = await run_policy(demo, api, policy, pins[policy], stages, model)
+                demo.check()
+        res.switching["final_status"] = await read_status(api)
+    except Exception as exc:  # the record says what failed; the logs come back either way
+        res.errors.append(f"{type(exc).__name__}: {exc}")
+        log(f"FAILED: {exc}")
+    finally:
+        stop.set()
+        for task in demo.background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, timeout=10)
+        await demo.session.close()
+        await sup.stop_all()
+        logs = out / "logs"
+        shutil.copytree(sup.log_dir, logs, dirs_exist_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return res
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="loop.py", description=__doc__.splitlines()[0])
+    root = Path(__file__).resolve().parents[2]
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--example", type=Path, default=root / "examples" / "llama31-8b-h200.yaml")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--curves", type=Path, help="switching fields from an earlier calibration (skip bench)")
+    parser.add_argument("--ramp-seconds", type=float, default=60.0, help="each of the two ramps (greedy, drift)")
+    parser.add_argument("--peak", type=int, default=128)
+    parser.add_argument("--deadline", type=float, default=520.0, help="seconds for the whole run")
+    parser.add_argument("--ready-timeout", type=float, default=420.0)
+    parser.add_argument("--no-validate", action="store_true", help="the fake API without schema validation")
+    args = parser.parse_args()
+    res = asyncio.run(main_async(args))
+    (args.out / "loop.json").write_text(json.dumps(asdict(res), indent=1, default=str))
+    with contextlib.suppress(Exception):
+        from loop_plot import plot  # noqa: PLC0415  (matplotlib only where it is installed)
+
+        plot(asdict(res), args.out / "loop.png")
+    for policy, p in res.policies.items():
+        print(policy, json.dumps({k: p["phases"][k] for k in ("ramp", "drift", "all")}))
+    print("errors:", res.errors, "not run:", res.not_run)
+    return 1 if res.errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
