@@ -45,6 +45,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from real_engine import set_flag  # the same recorded substitutions as the real-engine driver (a sibling script)
 
 from specserve.kube.kinds import HTTPROUTE, POD, SPECSERVE
 from specserve_tools.bench.client import sse_objects
@@ -100,21 +101,6 @@ def specserve_doc(example: Path, curves: dict[str, Any] | None) -> dict[str, Any
 
 
 # ------------------------------------------------------------------------------------------------ the pods
-
-
-def set_flag(args: list[str], flag: str, value: str | None, subst: list[str], why: str) -> list[str]:
-    """Replace (or add) `flag value` (value None: a bare flag), recording the change and why."""
-    args = list(args)
-    if flag in args:
-        i = args.index(flag)
-        old = args[i + 1] if value is not None else ""
-        if value is not None:
-            args[i + 1] = value
-        subst.append(f"{flag} {old} -> {value}: {why}")
-    else:
-        args += [flag] if value is None else [flag, value]
-        subst.append(f"+{flag} {value or ''}: {why}".replace(" :", ":"))
-    return args
 
 
 @dataclass
