@@ -39,6 +39,8 @@ class OperatorConfig:
     liveness_endpoint: str | None = None
     metrics_port: int | None = None
     prometheus_url: str | None = None  # default for spec.switching.metrics.prometheusUrl
+    # The installation's bearer token for its Prometheus (a mounted Secret): sent to every allowed Prometheus.
+    prometheus_token_file: str | None = None
     post_events: bool = True
     extra_labels: dict[str, str] = field(default_factory=dict)
     # At most this many SpecServes reconcile at once (the rest wait their turn), whatever fires them.

@@ -297,7 +297,8 @@ class Dispatcher:
         telemetry.COLLECTOR.serve(self.cached_bodies)
         lane = getattr(memo["kube"], "lane", None)  # a KubeClient (tests may hand in a stand-in)
         self._lane = lane() if lane is not None else None
-        sources = Sources(installation=self.config.installation)  # queries only the Prometheus URLs allowed
+        # Queries go only to the Prometheus URLs allowed, with the installation's credentials.
+        sources = Sources(installation=self.config.installation, token_file=self.config.prometheus_token_file)
 
         async def trigger(item: Tracked) -> None:
             await self.run_once(item.body, item.memo, log)  # the switching loop's decision: urgent

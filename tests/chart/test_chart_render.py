@@ -37,6 +37,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], list[str]]] = {
     "namespaced": (NAMESPACED, []),
     "service-monitor": ({"metrics.serviceMonitor.enabled": "true"}, [SERVICE_MONITOR_API]),
     "crds-disabled": ({"crds.enabled": "false"}, []),
+    "prometheus-auth": ({"prometheusAuth.secretName": "prom-token", "prometheusAuth.key": "bearer"}, []),
     "crds-not-kept": ({"crds.keep": "false"}, []),
     "example-adaptive": ({"example.enabled": "true"}, []),
     "example-traffic-split": ({"example.enabled": "true", "example.strategy": "TrafficSplit"}, []),
@@ -418,3 +419,26 @@ def test_notes_describe_the_install() -> None:
     assert "Watching: llm, llm-canary" in listed
     assert "NOT managed by this release" in listed
     assert "no ServiceMonitor was created" in listed
+
+
+def test_prometheus_credentials_come_from_a_mounted_secret() -> None:
+    """prometheusAuth mounts the Secret read-only and hands its file to `specserve run`, which reads the token
+    from it (no credentials in any URL, none in a SpecServe); without the value nothing is mounted or passed."""
+    objs = render("prometheus-auth")
+    c = container(objs)
+    token = "/var/run/secrets/specserve/prometheus/bearer"
+    assert f"--prometheus-bearer-token-file={token}" in c["args"]
+    assert {"name": "prometheus-auth", "mountPath": "/var/run/secrets/specserve/prometheus", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+    volumes = only(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {
+        "name": "prometheus-auth",
+        "secret": {"secretName": "prom-token", "items": [{"key": "bearer", "path": "bearer"}]},
+    } in volumes
+    parser = argparse.ArgumentParser(prog="specserve run", exit_on_error=False)
+    run_command.add_arguments(parser)
+    assert run_command.config_from(parser.parse_args(c["args"][1:])).prometheus_token_file == token
+    default = container(render("default"))
+    assert not any("bearer" in a for a in default["args"])
+    assert all(m["name"] != "prometheus-auth" for m in default["volumeMounts"])

@@ -170,3 +170,59 @@ def test_any_answer_becomes_a_typed_error_without_the_body(hostile_url: str, pat
         assert result.error is not None and says in result.error, result.error
         assert SECRET not in result.error and "169.254" not in result.error
         assert result.values == {}
+
+
+class _Authorized(http.server.BaseHTTPRequestHandler):
+    """A Prometheus that answers an empty vector and records the Authorization header of each query."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.headers.get("Authorization"))
+        body = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def authorized_url() -> Iterator[str]:
+    _Authorized.seen.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Authorized)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_installations_bearer_token_is_read_from_its_file_at_every_query(
+    authorized_url: str, tmp_path: Any
+) -> None:
+    """A mounted Secret rotates in place: each query reads the file again."""
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    source = PrometheusSource(authorized_url, timeout=2.0, token_file=str(token))
+    query = Query(Signal.RUNNING, "q")
+    assert source.read_sync([query])[0].error is None
+    token.write_text("second")
+    assert source.read_sync([query])[0].error is None
+    assert _Authorized.seen == ["Bearer first", "Bearer second"]
+    assert PrometheusSource(authorized_url, timeout=2.0).read_sync([query])[0].error is None
+    assert _Authorized.seen[-1] is None  # no token file: no credentials
+
+
+def test_an_unreadable_token_file_is_load_unknown_and_nothing_is_sent(authorized_url: str, tmp_path: Any) -> None:
+    query = Query(Signal.RUNNING, "q")
+    for name, content in (("missing", None), ("empty", "")):
+        path = tmp_path / name
+        if content is not None:
+            path.write_text(content)
+        (result,) = PrometheusSource(authorized_url, timeout=2.0, token_file=str(path)).read_sync([query])
+        assert result.error is not None and "bearer token unreadable" in result.error
+        assert not result.refused
+    assert _Authorized.seen == []

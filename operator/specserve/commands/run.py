@@ -109,6 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let SpecServes name this Prometheus (and paths under it) in switching.metrics.prometheusUrl "
         "(repeatable; default: only --prometheus-url)",
     )
+    parser.add_argument(
+        "--prometheus-bearer-token-file",
+        metavar="PATH",
+        help="send the bearer token in this file (read at every query: a mounted Secret) to the Prometheus URLs "
+        "this installation allows; SpecServes never carry credentials",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument(
         "--log-format",
@@ -157,6 +163,7 @@ def config_from(args: argparse.Namespace) -> OperatorConfig:
         liveness_endpoint=args.liveness,
         metrics_port=args.metrics_port,
         prometheus_url=args.prometheus_url,
+        prometheus_token_file=args.prometheus_bearer_token_file,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         max_concurrent_rolls=args.max_concurrent_rolls,
         api_timeout_seconds=args.api_timeout_seconds,

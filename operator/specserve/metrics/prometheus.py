@@ -89,20 +89,54 @@ def parse_vector(query: Query, data: object) -> QueryResult:
     return QueryResult(query, values, time)
 
 
-def _no_redirects() -> requests.Session:
-    """A session that follows no redirect: an allowed URL must not bounce a query to one that is not."""
+class CredentialsUnreadableError(requests.RequestException):
+    """The installation's bearer token file cannot be read: nothing is sent."""
+
+
+class BearerTokenFile(requests.auth.AuthBase):
+    """The installation's credentials for its Prometheus: a bearer token read from a file at every request (a
+    Kubernetes Secret mounted into the operator's pod, which the kubelet rotates in place). Credentials never come
+    from a SpecServe: a URL with credentials in it is refused, and a SpecServe names only allowed URLs."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as exc:
+            raise CredentialsUnreadableError(f"{type(exc).__name__} reading {self.path}") from None
+        if not token:
+            raise CredentialsUnreadableError(f"{self.path} is empty")
+        request.headers["Authorization"] = f"Bearer {token}"
+        return request
+
+
+def _session(token_file: str | None) -> requests.Session:
+    """A session that follows no redirect (an allowed URL must not bounce a query, and the installation's token
+    with it, to one that is not), with the installation's bearer token when it has one."""
     session = requests.Session()
     session.max_redirects = 0
+    if token_file is not None:
+        session.auth = BearerTokenFile(token_file)
     return session
 
 
 class PrometheusSource:
-    def __init__(self, url: str, timeout: float = DEFAULT_TIMEOUT, client: PrometheusConnect | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        client: PrometheusConnect | None = None,
+        token_file: str | None = None,
+    ) -> None:
+        """token_file: the installation's bearer token for this Prometheus (`--prometheus-bearer-token-file`)."""
         self.url = url
         self.timeout = timeout
         self.queries_sent = 0  # for benchmarks and tests
         self._client = client or PrometheusConnect(
-            url=url, retry=Retry(total=0), timeout=math.ceil(timeout), session=_no_redirects()
+            url=url, retry=Retry(total=0), timeout=math.ceil(timeout), session=_session(token_file)
         )
 
     def _one(self, query: Query) -> QueryResult:
@@ -118,6 +152,8 @@ class PrometheusSource:
             return QueryResult(query, error=f"Prometheus at {self.url} {message}", refused=refused)
         except requests.JSONDecodeError:
             return QueryResult(query, error=f"Prometheus at {self.url} answered garbage (not JSON)")
+        except CredentialsUnreadableError as exc:
+            return QueryResult(query, error=f"Prometheus at {self.url} not queried: bearer token unreadable ({exc})")
         except requests.TooManyRedirects:
             return QueryResult(query, error=f"Prometheus at {self.url} answered a redirect (not followed)")
         except requests.RequestException as exc:

@@ -45,10 +45,17 @@ class _CountedDirect:
 
 
 class Sources:
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT, installation: InstallPolicy | None = None) -> None:
-        """installation: the Prometheus URLs queries may go to; None: any (tests and tools)."""
+    def __init__(
+        self,
+        timeout: float = DEFAULT_TIMEOUT,
+        installation: InstallPolicy | None = None,
+        token_file: str | None = None,
+    ) -> None:
+        """installation: the Prometheus URLs queries may go to; None: any (tests and tools). token_file: the
+        installation's bearer token, sent to every (allowed) Prometheus."""
         self.timeout = timeout
         self.installation = installation
+        self.token_file = token_file
         self._prometheus: dict[str, _Counted] = {}
         self._session: aiohttp.ClientSession | None = None
         self._direct = _CountedDirect(DirectSource(self._fetch, time.time))
@@ -62,7 +69,7 @@ class Sources:
         if self.installation is not None and (problem := prometheus_url_problem(url, self.installation)):
             return _Refused(problem)
         if url not in self._prometheus:
-            self._prometheus[url] = _Counted(PrometheusSource(url, self.timeout))
+            self._prometheus[url] = _Counted(PrometheusSource(url, self.timeout, token_file=self.token_file))
         return self._prometheus[url]
 
     @property
