@@ -262,7 +262,25 @@ def relieves_overload(
     return settle(curves, target.speculative, demand, n_s, n_b, slo).goodput > now.goodput * (1 + 1e-6)
 
 
+def objective(knobs: Knobs, curves: ModeCurves) -> Knobs:
+    """The knobs the split is weighed with: curves modelled on the crossover are in relative units (the
+    baseline's single-stream rate is 1 token/s), so a TPOT SLO in seconds cannot be read off them (every pool
+    would miss it at every load and every weight would serve no goodput): they maximise tokens/s."""
+    return replace(knobs, tpot_slo=None) if curves.modelled and knobs.tpot_slo is not None else knobs
+
+
+UNITLESS_SLO = "tpotSloSeconds is not applied: curves modelled on crossoverConcurrency have no units (calibrate)"
+
+
 def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
+    weighed = objective(knobs, curves)
+    step = split_traffic(weighed, curves, state, demand, sample)
+    if weighed is knobs:
+        return step
+    return replace(step, reason=f"{step.reason} ({UNITLESS_SLO})", notes=(*step.notes, UNITLESS_SLO))
+
+
+def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
     now = sample.time
     n_s, n_b = ready(knobs, sample)
     w = current_weights(state)
