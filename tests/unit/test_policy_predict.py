@@ -6,14 +6,15 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from specserve.api.models import Mode, Weights
+from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
 from specserve.policy.curves import ModeCurves, model_from_crossover
+from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.learning import Observation, effective, observe
 from specserve.policy.learning import start as start_learning
 from specserve.policy.predict import candidates, forecasts, jitter, tolerance
 from specserve.policy.switching import decide
 from specserve.policy.types import Action, Knobs, PolicyState, PoolSignal, Sample, Verdict
-from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves
+from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves, specserve
 
 # speculative twice as fast per request up to 10 in flight, saturated at 100 tok/s; baseline saturates at 100 from
 # 20: at demand 30 the best split is 10/20 in flight (200 tok/s), held by weights 50/50
@@ -258,3 +259,28 @@ def test_with_an_slo_some_weight_meets_goodput_still_decides() -> None:
     here = next(f for f in options if f.weight == 100)
     there = next(f for f in options if f.weight == 90)
     assert here.goodput == 0 and there.goodput > 0 and there.gain_over(here, 0.05) == float("inf")
+
+
+def test_a_weight_change_costs_what_spec_switching_weight_change_cost_says() -> None:
+    # the steady 49/51 case above: a gain of 0.15-0.35 % on paper is taken every time at no cost, never at 1 %
+    curves = profile_curves(ILLUSTRATIVE)
+    taken = []
+    for cost in (0.0, 0.01):
+        k = knobs(max_weight_step=100, weight_change_cost=cost)
+        state, verdicts = start(49), []
+        for i in range(20):
+            v = decide(k, curves, state, observed(i * 15.0, 48.5, 51.5))
+            verdicts.append(v)
+            state = replace(v.state, weights=Weights(speculative=49, baseline=51))
+        taken.append(len(changes(verdicts[3:])))
+    assert taken == [17, 0]
+    assert "a move needs 1.00 %" in verdicts[-1].reason
+    # a large gain still pays its cost: the loaded pool of issue 29 is split at once
+    k = knobs(crossover=24.0, weight_change_cost=0.01)
+    assert moves_off_the_loaded_pool(k, model_from_crossover(24.0))[0].action is Action.SET_WEIGHTS
+
+
+def test_the_weight_change_cost_comes_from_the_spec() -> None:
+    chosen = specserve(Strategy.TRAFFIC_SPLIT, {"weightChangeCost": 0.004})
+    assert knobs_from_spec(chosen).weight_change_cost == 0.004
+    assert knobs_from_spec(specserve(Strategy.TRAFFIC_SPLIT)).weight_change_cost == WEIGHT_CHANGE_COST

@@ -30,6 +30,8 @@ CATEGORIES = ["specserve", "ml"]
 QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
 # RFC 1123 label (names of Kubernetes objects we point at).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# TrafficSplit: a weight change's default cost, relative to the forecast horizon's tokens (docs/simulate.md: the suite)
+WEIGHT_CHANGE_COST = 0.0
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
@@ -449,6 +451,16 @@ class SwitchingSpec(Model):
         description=(
             "Time-per-output-token goal of the clients, in seconds. With it the TrafficSplit policy maximises the "
             "tokens served within it (goodput) instead of raw tokens/s."
+        ),
+    )
+    weight_change_cost: float = Field(
+        default=WEIGHT_CHANGE_COST,
+        ge=0,
+        le=0.5,
+        description=(
+            "TrafficSplit: what one weight change costs, as a share of the tokens the pools serve over the closed "
+            "loop's forecast horizon; a move is made only when its predicted gain is larger (fewer Gateway "
+            "reprogrammings). 0: every gain beyond the demand's noise is taken."
         ),
     )
     initial_mode: Mode = Field(default=Mode.SPECULATIVE, description="Mode before the first decision.")

@@ -213,7 +213,8 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     held = replace(state, pending=wish, recent_demand=readings)
     here = next(f for f in options if f.weight == w.speculative)
     top = best([f for f in options if reachable(knobs, state, w, f.weight, now, not waiting)], w.speculative, slo)
-    gain, needed = top.gain_over(here, slo), tolerance(knobs.hysteresis, readings)
+    # a move pays the demand's noise and the cost of a weight change (spec.switching.weightChangeCost)
+    gain, needed = top.gain_over(here, slo), max(tolerance(knobs.hysteresis, readings), knobs.weight_change_cost)
     limits = ""
     if ideal.weight != top.weight:
         if beyond_step(knobs, w, ideal.weight):
@@ -237,7 +238,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
         return hold(held, f"{stay} (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
     if gain <= needed:
         everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
-        if gain <= ROBUST_GAIN or not holds_across(*everywhere):
+        if gain <= max(ROBUST_GAIN, knobs.weight_change_cost) or not holds_across(*everywhere):
             return hold(held, stay + limits)
         told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
     new = weights_of(top.weight)

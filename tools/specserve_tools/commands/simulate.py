@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="policies simulated in parallel")
     parser.add_argument("--out", metavar="DIR", help="write result.json, result.csv, timeline.png and gain.png here")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    parser.add_argument("--suite", type=int, metavar="N",
+                        help="the randomized suite instead: N drawn deployments and days, seeded by --seed "
+                        "(docs/simulate.md; --out FILE.json keeps every case)")  # fmt: skip
 
 
 class UsageError(ValueError):
@@ -117,6 +120,11 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.suite is not None:
+        from specserve_tools.simulate.suite import main as suite  # noqa: PLC0415 (the bound needs numpy)
+
+        more = ["--json", args.out] if args.out else []
+        return suite(["--cases", str(args.suite), "--seed", str(args.seed), "--jobs", str(args.jobs), *more])
     started = time.perf_counter()
     try:
         _check(args)
