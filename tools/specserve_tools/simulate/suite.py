@@ -14,17 +14,21 @@ seed * 1_000_003 + index)` (a case is the same whatever N and however many worke
 - the deployment: the strategy (round robin over the three, so each gets a third of the cases), replicas 1-8
   (TrafficSplit: 1-4 per pool), a restart (start-up) cost log-uniform over 30 s - 15 min, maxRestartsPerDay from
   2, 6, 12, 24;
-- a day (`draw_day`), SUITE_HOURS long at DT s per step, its demand peak 0.3-4x the crossover (or the baseline's
-  saturation) times the replicas, the trough 2-80 % of the peak: a diurnal cycle of any period (1.5-6 h, so a
-  window holds a half to two cycles), shape (cos^2 to any power 0.5-3) and noise (AR(1), 0-15 %), to which the
-  kind adds weekend (the second half 30-70 % lower), bursts (1-4, up to 1.5x the peak, 2-30 min), a step that
-  stays (x0.2-5), a drift of acceptance (the speculative curve moves with an accept length drifting +-20-50 % over
-  the window: the policy keeps the curves it was given), open-loop arrivals shaped like Azure (Poisson) or
-  BurstGPT (gamma inter-arrivals, shape 0.2-0.7), lognormal output lengths, or an adversarial day: a square wave
-  across the crossover whose half period is the restart cost plus 0-2x it (each switch pays off just before the
-  load turns).
+- the initial mode: the better one at the day's first load (what a user would start in);
+- a day (`draw_levels`), SUITE_HOURS long for TrafficSplit and RESTART_HOURS for Restart and Adaptive (a
+  restart of up to 15 min needs a day that leaves room to pay it back), at DT s per step, its demand peak 0.3-4x
+  the crossover (or the baseline's mid-curve concurrency) times the replicas, the trough 2-80 % of the peak: a
+  diurnal cycle of any period (1.5-6 h), shape (cos^2 to any power 0.5-3) and noise (AR(1), 0-15 %), to which
+  the kind adds weekend (the second half 30-70 % lower), bursts (1-4, up to 1.5x the peak, 2-30 min), a step
+  that stays (x0.2-5), a drift of acceptance (the speculative curve moves with an accept length drifting
+  +-20-50 % over the window: the policy keeps the curves it was given), open-loop arrivals shaped like Azure
+  (Poisson) or BurstGPT (gamma inter-arrivals, shape 0.2-0.7), lognormal output lengths, or an adversarial day:
+  a square wave between trough and peak whose half period is the restart cost times 1-3 plus a minute (each
+  switch pays off about when the load turns);
+- the clients' TPOT goal (what goodput is scored against and the policy is given as tpotSloSeconds): 1.5-5x one
+  request's time per token on the baseline, met at light load and missed at heavy load whatever the hardware.
 
-The days are compressed (SUITE_HOURS, not 24): a case must cost seconds, not minutes (a 24 h TrafficSplit day
+The days are compressed (2 or 6 h, not 24): a case must cost seconds, not minutes (a 24 h TrafficSplit day
 costs ~75 s on one busy core). What is compared is unchanged: every policy on the same load, against the best
 static policy, the replayed offline plan and the upper bound.
 
@@ -58,7 +62,8 @@ from specserve_tools.simulate.scenario import DEFAULT_SLO_TTFT, DEFAULT_SPEC, sc
 from specserve_tools.simulate.setup import Load, bin_trace
 from specserve_tools.simulate.traces import Trace
 
-SUITE_HOURS = 2.0  # one case's day, compressed
+SUITE_HOURS = 2.0  # one TrafficSplit case's day, compressed
+RESTART_HOURS = 6.0  # a Restart or Adaptive case's: a restart costs up to 15 min, a day must leave room to pay it back
 DT = 5.0  # simulation step (s): a third of the default evaluation interval
 STEP = 60.0  # a closed-loop day changes its clients once a minute
 EASY = 0.01  # the plan gains less than this share of the tokens over the best static: reported apart
@@ -183,9 +188,9 @@ def _ar1(rng: random.Random, n: int, sigma: float, phi: float) -> list[float]:
     return out
 
 
-def draw_levels(rng: random.Random, kind: str, peak: float, startup: float) -> list[float]:
-    """The clients in flight, once a minute, over SUITE_HOURS."""
-    n = round(SUITE_HOURS * 3600 / STEP)
+def draw_levels(rng: random.Random, kind: str, peak: float, startup: float, hours: float = SUITE_HOURS) -> list[float]:
+    """The clients in flight, once a minute, over `hours`."""
+    n = round(hours * 3600 / STEP)
     trough = peak * rng.uniform(0.02, 0.8)
     if kind == "adversarial":
         half = max(2, round((startup * rng.uniform(1.0, 3.0) + 60.0) / STEP))
@@ -244,9 +249,9 @@ def draw_case(seed: int, index: int) -> tuple[Case, Profile, dict[str, Any], Loa
     modelled = drawn.crossover is not None and rng.random() < 0.25
     kind = rng.choice(DAY_KINDS)
     schedule: tuple[tuple[float, float], ...] = ()
+    hours = SUITE_HOURS if strategy == "TrafficSplit" else RESTART_HOURS
     if kind == "drift":
         a, swing = drawn.accept_length, rng.uniform(0.2, 0.5) * rng.choice((-1, 1))
-        hours = SUITE_HOURS
         schedule = ((0.0, a), (hours / 2, max(1.0, a * (1 + swing))), (hours, a), (24.0 - 1e-3, a))
     profile = Profile(
         name=f"suite-{seed}-{index}", model_name="suite", speculative=drawn.speculative, baseline=drawn.baseline,
@@ -256,7 +261,7 @@ def draw_case(seed: int, index: int) -> tuple[Case, Profile, dict[str, Any], Loa
     total = replicas[0] + replicas[1]
     reference = drawn.crossover if drawn.crossover is not None else drawn.baseline.xs[len(drawn.baseline.xs) // 2]
     peak = max(1.0, reference * total * _log_uniform(rng, 0.3, 4.0))
-    levels = draw_levels(rng, kind, peak, startup)
+    levels = draw_levels(rng, kind, peak, startup, hours)
     if kind == "open-loop":
 
         def per_stream(level: float) -> float:
@@ -275,7 +280,11 @@ def draw_case(seed: int, index: int) -> tuple[Case, Profile, dict[str, Any], Loa
     spec["pools"] = {"speculative": {"replicas": replicas[0]}}
     if strategy == "TrafficSplit":
         spec["pools"]["baseline"] = {"replicas": replicas[1]}
-    switching: dict[str, Any] = {"maxRestartsPerDay": budget}
+    # the mode a user would start in: the better one at the day's first load (the static policies start in
+    # theirs for free; a policy started in the worse mode would pay a restart the best static does not)
+    first = max(levels[0], 1e-3) / (replicas[0] + replicas[1])
+    initial = "Speculative" if drawn.speculative.at(first) >= drawn.baseline.at(first) else "Baseline"
+    switching: dict[str, Any] = {"maxRestartsPerDay": budget, "initialMode": initial}
     if modelled:
         assert drawn.crossover is not None
         switching["crossoverConcurrency"] = round(drawn.crossover * rng.uniform(0.8, 1.25), 3)
@@ -336,13 +345,25 @@ def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load) -> Case
     return case
 
 
-def run_case(args: tuple[int, int]) -> Case:
-    seed, index = args
-    return score(*draw_case(seed, index))
+def run_case(args: tuple[int, int] | tuple[int, int, float | None]) -> Case:
+    """One case: (seed, index), or (seed, index, weightChangeCost) to score it under another cost per weight
+    change (TrafficSplit; None: the spec's default)."""
+    seed, index = args[0], args[1]
+    cost = args[2] if len(args) > 2 else None
+    case, profile, doc, load = draw_case(seed, index)
+    if cost is not None:
+        doc["spec"]["switching"]["weightChangeCost"] = cost
+    return score(case, profile, doc, load)
 
 
-def run_suite(cases: int, seed: int, jobs: int = 1, first: int = 0) -> list[Case]:
-    work = [(seed, i) for i in range(first, first + cases)]
+def run_suite(
+    cases: int, seed: int, jobs: int = 1, first: int = 0, strategy: str | None = None, cost: float | None = None
+) -> list[Case]:
+    """Cases first .. first + cases - 1 (with `strategy`, only those of that strategy among them)."""
+    indices = range(first, first + cases)
+    if strategy is not None:
+        indices = range(first + (STRATEGIES.index(strategy) - first) % len(STRATEGIES), first + cases, len(STRATEGIES))
+    work = [(seed, i, cost) for i in indices]
     if jobs <= 1:
         return [run_case(w) for w in work]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -438,9 +459,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--first", type=int, default=0, help="index of the first case (to split a run)")
     parser.add_argument("--json", help="write every case's figures here")
+    parser.add_argument("--strategy", choices=STRATEGIES, help="only the cases of this strategy")
+    parser.add_argument("--weight-change-cost", type=float, help="TrafficSplit: score under this weightChangeCost")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    cases = run_suite(args.cases, args.seed, args.jobs, args.first)
+    cases = run_suite(args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(c) for c in cases], indent=1))
     print(markdown(table(cases), cases, args.seed))
