@@ -31,7 +31,7 @@ QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi
 # RFC 1123 label (names of Kubernetes objects we point at).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # TrafficSplit: a weight change's default cost, relative to the forecast horizon's tokens (docs/simulate.md: the suite)
-WEIGHT_CHANGE_COST = 0.002
+WEIGHT_CHANGE_COST = 0.001
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]

@@ -434,8 +434,9 @@ def table(cases: Sequence[Case]) -> list[Row]:
 def markdown(rows: Sequence[Row], cases: Sequence[Case], seed: int) -> str:
     pct = "{:.1f} %".format
     lines = [
-        f"Seed {seed}: {len(cases)} cases ({SUITE_HOURS:g} h days at {DT:g} s steps), "
-        f"{sum(c.seconds for c in cases) / max(1, len(cases)):.1f} s per case on one core.",
+        f"Seed {seed}: {len(cases)} cases ({SUITE_HOURS:g} h TrafficSplit days, {RESTART_HOURS:g} h Restart and "
+        f"Adaptive days, {DT:g} s steps), {sum(c.seconds for c in cases) / max(1, len(cases)):.1f} s per case "
+        "(wall, in one worker).",
         "",
         "| strategy | policy | judged | median | p10 | worst | < naive | < static -0.5 % | worst vs static | "
         "gap to bound | weight changes/day | apart (plan < 1 %) | apart: worst vs static | seed-like restarts "
