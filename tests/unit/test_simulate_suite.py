@@ -80,3 +80,19 @@ def test_a_few_seeded_cases_hold_the_floor() -> None:
     assert {(r.strategy, r.role) for r in rows} >= {("TrafficSplit", "specserve"), ("Restart", "specserve")}
     report = markdown(rows, [split, seed_like, flat], 7)
     assert "| TrafficSplit | specserve | 1 |" in report
+
+
+def test_a_straddling_day_crosses_the_crossover_both_ways() -> None:
+    crossing = 0
+    for i in range(1, 60, 3):  # the Restart cases
+        case, _, _, load = draw_case(11, i, straddle=True)
+        if case.crossover is None:
+            continue
+        line = case.crossover * case.replicas[0]
+        levels = load.concurrency or ()
+        if levels and max(levels) > line and min(levels) < line:
+            crossing += 1
+        elif not levels:
+            crossing += 1  # an open loop: its rate follows the same straddling levels
+    assert crossing >= 8
+    assert draw_case(11, 1, straddle=False)[2] == draw_case(11, 1)[2]  # the default draw is unchanged

@@ -188,10 +188,14 @@ def _ar1(rng: random.Random, n: int, sigma: float, phi: float) -> list[float]:
     return out
 
 
-def draw_levels(rng: random.Random, kind: str, peak: float, startup: float, hours: float = SUITE_HOURS) -> list[float]:
-    """The clients in flight, once a minute, over `hours`."""
+def draw_levels(
+    rng: random.Random, kind: str, peak: float, startup: float, hours: float = SUITE_HOURS, below: float | None = None
+) -> list[float]:
+    """The clients in flight, once a minute, over `hours` (`below`: the trough at most this)."""
     n = round(hours * 3600 / STEP)
     trough = peak * rng.uniform(0.02, 0.8)
+    if below is not None:
+        trough = min(trough, below)
     if kind == "adversarial":
         half = max(2, round((startup * rng.uniform(1.0, 3.0) + 60.0) / STEP))
         low, high = sorted((trough, peak))
@@ -239,7 +243,9 @@ def open_loop(rng: random.Random, levels: Sequence[float], per_stream: Callable[
                  tokens_per_request=sum(outputs) / max(1, len(outputs)))  # fmt: skip
 
 
-def draw_case(seed: int, index: int) -> tuple[Case, Profile, dict[str, Any], Load]:
+def draw_case(seed: int, index: int, straddle: bool = False) -> tuple[Case, Profile, dict[str, Any], Load]:
+    """Case `index` of `seed`. `straddle`: where the curves cross, the day's peak 1.3-4x and its trough under 0.8x
+    the crossover x replicas (a day on which switching can pay: the Restart-focused variant)."""
     rng = random.Random(seed * 1_000_003 + index)
     strategy = STRATEGIES[index % len(STRATEGIES)]
     drawn = draw_curves(rng)
@@ -261,7 +267,11 @@ def draw_case(seed: int, index: int) -> tuple[Case, Profile, dict[str, Any], Loa
     total = replicas[0] + replicas[1]
     reference = drawn.crossover if drawn.crossover is not None else drawn.baseline.xs[len(drawn.baseline.xs) // 2]
     peak = max(1.0, reference * total * _log_uniform(rng, 0.3, 4.0))
-    levels = draw_levels(rng, kind, peak, startup, hours)
+    below = None
+    if straddle and drawn.crossover is not None:
+        peak = max(1.0, drawn.crossover * total * rng.uniform(1.3, 4.0))
+        below = 0.8 * drawn.crossover * total
+    levels = draw_levels(rng, kind, peak, startup, hours, below)
     if kind == "open-loop":
 
         def per_stream(level: float) -> float:
@@ -345,25 +355,32 @@ def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load) -> Case
     return case
 
 
-def run_case(args: tuple[int, int] | tuple[int, int, float | None]) -> Case:
-    """One case: (seed, index), or (seed, index, weightChangeCost) to score it under another cost per weight
-    change (TrafficSplit; None: the spec's default)."""
+def run_case(args: tuple[int, int] | tuple[int, int, float | None] | tuple[int, int, float | None, bool]) -> Case:
+    """One case: (seed, index), or (seed, index, weightChangeCost[, straddle]) to score it under another cost
+    per weight change (TrafficSplit; None: the spec's default), on a straddling day (draw_case)."""
     seed, index = args[0], args[1]
     cost = args[2] if len(args) > 2 else None
-    case, profile, doc, load = draw_case(seed, index)
+    straddle = bool(args[3]) if len(args) > 3 else False
+    case, profile, doc, load = draw_case(seed, index, straddle)
     if cost is not None:
         doc["spec"]["switching"]["weightChangeCost"] = cost
     return score(case, profile, doc, load)
 
 
 def run_suite(
-    cases: int, seed: int, jobs: int = 1, first: int = 0, strategy: str | None = None, cost: float | None = None
+    cases: int,
+    seed: int,
+    jobs: int = 1,
+    first: int = 0,
+    strategy: str | None = None,
+    cost: float | None = None,
+    straddle: bool = False,
 ) -> list[Case]:
     """Cases first .. first + cases - 1 (with `strategy`, only those of that strategy among them)."""
     indices = range(first, first + cases)
     if strategy is not None:
         indices = range(first + (STRATEGIES.index(strategy) - first) % len(STRATEGIES), first + cases, len(STRATEGIES))
-    work = [(seed, i, cost) for i in indices]
+    work = [(seed, i, cost, straddle) for i in indices]
     if jobs <= 1:
         return [run_case(w) for w in work]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -462,9 +479,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", help="write every case's figures here")
     parser.add_argument("--strategy", choices=STRATEGIES, help="only the cases of this strategy")
     parser.add_argument("--weight-change-cost", type=float, help="TrafficSplit: score under this weightChangeCost")
+    parser.add_argument("--straddle", action="store_true", help="days that cross the crossover (draw_case)")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    cases = run_suite(args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost)
+    cases = run_suite(
+        args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost, args.straddle
+    )
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(c) for c in cases], indent=1))
     print(markdown(table(cases), cases, args.seed))
