@@ -4,6 +4,7 @@ has the full tables)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from specserve_tools.simulate.suite import (
@@ -96,3 +97,13 @@ def test_a_straddling_day_crosses_the_crossover_both_ways() -> None:
             crossing += 1  # an open loop: its rate follows the same straddling levels
     assert crossing >= 8
     assert draw_case(11, 1, straddle=False)[2] == draw_case(11, 1)[2]  # the default draw is unchanged
+
+
+def test_drawn_parametric_curves_never_fall_with_concurrency() -> None:
+    rng = random.Random(4)
+    for _ in range(300):
+        drawn = draw_curves(rng)
+        if drawn.family.split(":")[0] in ("parametric", "always", "never"):
+            for curve in (drawn.speculative, drawn.baseline):
+                ys = [y for _, y in curve.points()]
+                assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(ys))

@@ -131,7 +131,9 @@ def parametric(rng: random.Random, kind: str) -> Drawn:
     if kind == "parametric":
         c = _log_uniform(rng, 1.0, 200.0)
         k_s = (c - 1) / (s0 * (1 + (c - 1) / k_b) - 1) if c > 1.0 else k_b / (s0 * 4)
-        k_s = max(k_s, 0.05)
+        # at least 1: below it the curve would fall past one request (total tokens/s never does); the modes
+        # then cross a little later than c (the crossover is taken from the curves)
+        k_s = max(k_s, 1.0)
     elif kind == "always":
         k_s = k_b * rng.uniform(1.0, 1.5)
     else:
