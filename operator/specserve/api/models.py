@@ -30,8 +30,6 @@ CATEGORIES = ["specserve", "ml"]
 QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
 # RFC 1123 label (names of Kubernetes objects we point at).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# TrafficSplit: a weight change's default cost, relative to the forecast horizon's tokens (docs/simulate.md: the suite)
-WEIGHT_CHANGE_COST = 0.001
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
@@ -395,6 +393,10 @@ class MetricsSource(Model):
             "labels (namespace, specserve_instance, specserve_pool), one grouped query for all SpecServes."
         ),
     )
+
+
+# TrafficSplit: a weight change's default cost, relative to the forecast horizon's tokens (docs/simulate.md: the suite)
+WEIGHT_CHANGE_COST = 0.001
 
 
 class SwitchingSpec(Model):
