@@ -111,10 +111,13 @@ class DirectWorld:
 
 
 @contextlib.asynccontextmanager
-async def direct_world(api: FakeApiServer, doc: dict[str, Any]) -> AsyncIterator[DirectWorld]:
+async def direct_world(
+    api: FakeApiServer, doc: dict[str, Any], switching: dict[str, Any] | None = None
+) -> AsyncIterator[DirectWorld]:
     """`specserve emulate` processes at DIRECT_HOSTS (speculative, baseline) on one port, one request held on the
-    speculative one, the operator without Prometheus, and `doc` (as switching_doc) created reading the Direct source
-    from that port. The pods are the test's to create (`kubelet_pod`)."""
+    speculative one, the operator without Prometheus, and `doc` (as switching_doc, `switching` merged into its
+    spec.switching) created reading the Direct source from that port. The pods are the test's to create
+    (`kubelet_pod`)."""
     port = free_port()
     with emulator_processes(list(DIRECT_HOSTS.values()), port) as urls:
         load = Load(urls[0])
@@ -122,6 +125,7 @@ async def direct_world(api: FakeApiServer, doc: dict[str, Any]) -> AsyncIterator
             await load.set(1)
             async with operator(None) as running:
                 body = switching_doc(doc)
+                body["spec"]["switching"].update(switching or {})
                 body["spec"]["switching"]["metrics"] = {"source": "Direct"}
                 body["spec"]["engine"]["port"] = port
                 api.create(body)

@@ -125,6 +125,24 @@ async def test_the_direct_source_scrapes_the_pods_itself(fake: FakeApiServer, ki
         assert not world.operator.done(), "the operator stopped"
 
 
+async def test_crossover_alone_with_an_slo_in_seconds_still_splits_a_loaded_pool(
+    fake: FakeApiServer, kimi_doc: dict[str, Any]
+) -> None:
+    """Issue 29: crossoverConcurrency alone (curves modelled in relative units) and the example's TPOT SLO: 77
+    requests on the speculative pool, crossover 24 per replica, the baseline pool idle. The weights stayed 100/0:
+    no forecast met the SLO in seconds on unitless curves, so every weight served no goodput."""
+    settings = {"crossoverConcurrency": 24, "tpotSloSeconds": 0.1, "downStabilizationSeconds": 0}
+    async with direct_world(fake, kimi_doc, settings) as world:
+        for pool, ip in DIRECT_HOSTS.items():
+            kubelet_pod(fake, pool, 0, ip)
+        await all_on_speculative(fake)
+        await world.load.set(77)
+        await eventually(lambda: (w := spec_weight(fake)) is not None and w <= 80, timeout=90, what="weight down")
+        reason = status(fake)["lastDecision"]["reason"]
+        assert "over the next 6 turnovers" in reason and "tpotSloSeconds is not applied" in reason
+        assert not world.operator.done(), "the operator stopped"
+
+
 def engine_template(api: FakeApiServer) -> tuple[str, bool] | None:
     """The engine Deployment's template hash, and whether it runs speculation."""
     deployment = api.get(DEPLOYMENTS, NS, f"{NAME}-engine")

@@ -6,12 +6,15 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from specserve.api.models import Mode, Weights
+from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
 from specserve.policy.curves import ModeCurves, model_from_crossover
+from specserve.policy.knobs import knobs_from_spec
+from specserve.policy.learning import Observation, effective, observe
+from specserve.policy.learning import start as start_learning
 from specserve.policy.predict import candidates, forecasts, jitter, tolerance
 from specserve.policy.switching import decide
 from specserve.policy.types import Action, Knobs, PolicyState, PoolSignal, Sample, Verdict
-from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves
+from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves, specserve
 
 # speculative twice as fast per request up to 10 in flight, saturated at 100 tok/s; baseline saturates at 100 from
 # 20: at demand 30 the best split is 10/20 in flight (200 tok/s), held by weights 50/50
@@ -202,3 +205,82 @@ def test_a_light_load_is_not_split_off_one_pool_for_a_fraction_of_a_percent() ->
     # heavier, the second pool's GPUs are worth it
     v = decide(k, curves, replace(start(100), recent_demand=(60.0,) * 6), observed(0.0, 60.0, 0.0))
     assert v.action is Action.SET_WEIGHTS and v.weights is not None and v.weights.speculative < 100
+
+
+# Issue 29: a TPOT SLO no forecast can meet (every weight serves no goodput) held the weights at 100/0 with the
+# baseline pool idle, however loaded the speculative pool was. One test per curve source the policy decides with.
+LOADED = (77.0, 0.0)  # the issue's sample: everything on the speculative pool, the baseline pool idle
+
+
+def moves_off_the_loaded_pool(k: Knobs, curves: ModeCurves) -> list[Verdict]:
+    state, verdicts = start(100), []
+    for i in range(3):
+        v = decide(k, curves, state, observed(i * k.evaluation_interval, *LOADED))
+        verdicts.append(v)
+        state = v.state
+    return verdicts
+
+
+def test_modelled_curves_split_a_loaded_pool_whatever_the_slo_in_seconds() -> None:
+    # crossover 24 per replica: 77 in flight on one replica is past it; the model's units are relative, so the
+    # example's tpotSloSeconds 0.1 cannot be read off them and the split maximises tokens/s
+    k = knobs(crossover=24.0, tpot_slo=0.1)
+    verdicts = moves_off_the_loaded_pool(k, model_from_crossover(24.0))
+    assert [v.weights.speculative for v in verdicts if v.weights is not None] == [90, 80, 70]
+    assert all(v.action is Action.SET_WEIGHTS for v in verdicts)
+    assert "tpotSloSeconds is not applied" in verdicts[0].reason and verdicts[0].notes
+
+
+def test_calibrated_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() -> None:
+    # illustrative: one request on the faster pool takes 2.7 ms a token; an SLO of 2 ms is met by no weight, so
+    # goodput ties at zero and the tokens decide
+    k = knobs(tpot_slo=0.002)
+    verdicts = moves_off_the_loaded_pool(k, profile_curves(ILLUSTRATIVE))
+    assert verdicts[0].action is Action.SET_WEIGHTS and verdicts[-1].weights == Weights(speculative=70, baseline=30)
+    assert "SLO" not in verdicts[0].reason.split(":")[-1]  # the calibrated curves keep their SLO: no note
+
+
+def test_learned_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() -> None:
+    calibrated = profile_curves(ILLUSTRATIVE)
+    learning = start_learning(calibrated)
+    for i in range(120):  # the speculative pool serves 30 % less than calibrated at 77 in flight (2 h)
+        seen = [Observation(Mode.SPECULATIVE, 77.0, 0.7 * calibrated.rate(Mode.SPECULATIVE, 77.0))]
+        learning = observe(learning, calibrated, seen, i * 60.0).learning
+    learned = effective(calibrated, learning)
+    assert learned.rate(Mode.SPECULATIVE, 77.0) < 0.9 * calibrated.rate(Mode.SPECULATIVE, 77.0)
+    verdicts = moves_off_the_loaded_pool(knobs(tpot_slo=0.002), learned)
+    assert verdicts[0].action is Action.SET_WEIGHTS and verdicts[-1].weights == Weights(speculative=70, baseline=30)
+
+
+def test_with_an_slo_some_weight_meets_goodput_still_decides() -> None:
+    # the fallback is for a tie at zero only: where the idle pool serves within the SLO, goodput leads
+    options = forecasts(profile_curves(ILLUSTRATIVE), 100, 200.0, 0.0, 1, 1, 0.05)
+    assert options is not None
+    here = next(f for f in options if f.weight == 100)
+    there = next(f for f in options if f.weight == 90)
+    assert here.goodput == 0 and there.goodput > 0 and there.gain_over(here, 0.05) == float("inf")
+
+
+def test_a_weight_change_costs_what_spec_switching_weight_change_cost_says() -> None:
+    # the steady 49/51 case above: a gain of 0.15-0.35 % on paper is taken every time at no cost, never at 1 %
+    curves = profile_curves(ILLUSTRATIVE)
+    taken = []
+    for cost in (0.0, 0.01):
+        k = knobs(max_weight_step=100, weight_change_cost=cost)
+        state, verdicts = start(49), []
+        for i in range(20):
+            v = decide(k, curves, state, observed(i * 15.0, 48.5, 51.5))
+            verdicts.append(v)
+            state = replace(v.state, weights=Weights(speculative=49, baseline=51))
+        taken.append(len(changes(verdicts[3:])))
+    assert taken == [17, 0]
+    assert "a move needs 1.00 %" in verdicts[-1].reason
+    # a large gain still pays its cost: the loaded pool of issue 29 is split at once
+    k = knobs(crossover=24.0, weight_change_cost=0.01)
+    assert moves_off_the_loaded_pool(k, model_from_crossover(24.0))[0].action is Action.SET_WEIGHTS
+
+
+def test_the_weight_change_cost_comes_from_the_spec() -> None:
+    chosen = specserve(Strategy.TRAFFIC_SPLIT, {"weightChangeCost": 0.004})
+    assert knobs_from_spec(chosen).weight_change_cost == 0.004
+    assert knobs_from_spec(specserve(Strategy.TRAFFIC_SPLIT)).weight_change_cost == WEIGHT_CHANGE_COST

@@ -451,6 +451,10 @@ class MetricsSource(Model):
     )
 
 
+# TrafficSplit: a weight change's default cost, relative to the forecast horizon's tokens (docs/simulate.md: the suite)
+WEIGHT_CHANGE_COST = 0.001
+
+
 class SwitchingSpec(Model):
     crossover_concurrency: Finite | None = Field(
         default=None,
@@ -506,6 +510,16 @@ class SwitchingSpec(Model):
         description=(
             "Time-per-output-token goal of the clients, in seconds. With it the TrafficSplit policy maximises the "
             f"tokens served within it (goodput) instead of raw tokens/s. At least {TPOT_SLO_MIN:g} (1 ms a token)."
+        ),
+    )
+    weight_change_cost: Finite = Field(
+        default=WEIGHT_CHANGE_COST,
+        ge=0,
+        le=0.5,
+        description=(
+            "TrafficSplit: what one weight change costs, as a share of the tokens the pools serve over the closed "
+            "loop's forecast horizon; a move is made only when its predicted gain is larger (fewer Gateway "
+            "reprogrammings). 0: every gain beyond the demand's noise is taken."
         ),
     )
     initial_mode: Mode = Field(default=Mode.SPECULATIVE, description="Mode before the first decision.")

@@ -55,4 +55,5 @@ def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_s
         startup_seconds=float(startup_seconds) if startup_seconds is not None else default_startup_seconds(obj),
         adaptive_explicit=spec.speculative.adaptive_config is not None,
         tpot_slo=tpot_slo if tpot_slo is not None else switching.tpot_slo_seconds,
+        weight_change_cost=switching.weight_change_cost,
     )

@@ -55,8 +55,12 @@ class Forecast:
         return (self.goodput, self.tokens) if slo is not None else (self.tokens, self.tokens)
 
     def gain_over(self, other: Forecast, slo: float | None) -> float:
-        """How much more this serves than `other`, relative (goodput with an SLO, tokens/s without)."""
+        """How much more this serves than `other`, relative (goodput with an SLO, tokens/s without). Where
+        neither serves any goodput (no reachable weight brings a pool within the SLO) the tokens decide: the
+        goodputs tie at zero, and a zero gain would hold every weight however much more another one serves."""
         mine, theirs = self.key(slo)[0], other.key(slo)[0]
+        if mine <= 0 and theirs <= 0:
+            mine, theirs = self.tokens, other.tokens
         if theirs <= 0:
             return math.inf if mine > 0 else 0.0
         return mine / theirs - 1

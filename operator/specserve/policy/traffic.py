@@ -215,7 +215,8 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     held = replace(state, pending=wish, recent_demand=readings)
     here = next(f for f in options if f.weight == w.speculative)
     top = best([f for f in options if reachable(knobs, state, w, f.weight, now, not waiting)], w.speculative, slo)
-    gain, needed = top.gain_over(here, slo), tolerance(knobs.hysteresis, readings)
+    # a move pays the demand's noise and the cost of a weight change (spec.switching.weightChangeCost)
+    gain, needed = top.gain_over(here, slo), max(tolerance(knobs.hysteresis, readings), knobs.weight_change_cost)
     limits = ""
     if ideal.weight != top.weight:
         if beyond_step(knobs, w, ideal.weight):
@@ -239,7 +240,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
         return hold(held, f"{stay} (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
     if gain <= needed:
         everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
-        if gain <= ROBUST_GAIN or not holds_across(*everywhere):
+        if gain <= max(ROBUST_GAIN, knobs.weight_change_cost) or not holds_across(*everywhere):
             return hold(held, stay + limits)
         told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
     new = weights_of(top.weight)
@@ -264,7 +265,25 @@ def relieves_overload(
     return settle(curves, target.speculative, demand, n_s, n_b, slo).goodput > now.goodput * (1 + 1e-6)
 
 
+def objective(knobs: Knobs, curves: ModeCurves) -> Knobs:
+    """The knobs the split is weighed with: curves modelled on the crossover are in relative units (the
+    baseline's single-stream rate is 1 token/s), so a TPOT SLO in seconds cannot be read off them (every pool
+    would miss it at every load and every weight would serve no goodput): they maximise tokens/s."""
+    return replace(knobs, tpot_slo=None) if curves.modelled and knobs.tpot_slo is not None else knobs
+
+
+UNITLESS_SLO = "tpotSloSeconds is not applied: curves modelled on crossoverConcurrency have no units (calibrate)"
+
+
 def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
+    weighed = objective(knobs, curves)
+    step = split_traffic(weighed, curves, state, demand, sample)
+    if weighed is knobs:
+        return step
+    return replace(step, reason=f"{step.reason} ({UNITLESS_SLO})", notes=(*step.notes, UNITLESS_SLO))
+
+
+def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:
     now = sample.time
     n_s, n_b = ready(knobs, sample)
     w = current_weights(state)

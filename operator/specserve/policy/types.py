@@ -65,6 +65,7 @@ class Knobs:
     max_surge: int = 0  # spare GPUs: pods that may start before one stops (Restart rolls)
     adaptive_explicit: bool = False  # spec.speculative.adaptiveConfig is set: the user's config, never re-rendered
     tpot_slo: float | None = None  # TPOT goal (s/token): TrafficSplit maximises goodput within it; None: tokens/s
+    weight_change_cost: float = 0.0  # TrafficSplit: the least relative predicted gain one weight change must pay
 
 
 class Action(StrEnum):

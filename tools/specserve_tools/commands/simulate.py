@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="what it is doing and for how long, on stderr (default: when stderr is a terminal)",
     )
+    parser.add_argument("--suite", type=int, metavar="N",
+                        help="the randomized suite instead: N drawn deployments and days, seeded by --seed "
+                        "(docs/simulate.md; --out FILE.json keeps every case)")  # fmt: skip
 
 
 class UsageError(ValueError):
@@ -166,6 +169,11 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.suite is not None:
+        from specserve_tools.simulate.suite import main as suite  # noqa: PLC0415 (the bound needs numpy)
+
+        more = ["--json", args.out] if args.out else []
+        return suite(["--cases", str(args.suite), "--seed", str(args.seed), "--jobs", str(args.jobs), *more])
     started = time.perf_counter()
     try:
         _check(args)
