@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import re
 import ssl
 import time
 import uuid
@@ -47,6 +48,23 @@ class KubeError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
+
+
+# Characters YAML (go-yaml, which decodes an apply-patch+yaml body) refuses raw (C1 controls, DEL, U+FFFE, U+FFFF)
+# or reads as a line break inside a quoted string (NEL, U+2028, U+2029: folded to a space). JSON escapes C0 controls
+# itself; these are escaped here, as \uXXXX, which YAML's double-quoted strings accept.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body as UTF-8 JSON that is also YAML the API server decodes as the same object.
+
+    Not ASCII-escaped: the server YAML-decodes an apply (application/apply-patch+yaml), and YAML refuses the
+    surrogate-pair escapes JSON writes for a character outside the BMP (an emoji in an env value: a 400 on every
+    apply of that object). NaN and Infinity are refused here: JSON has no such numbers (Python would write bare
+    `NaN`, which YAML reads as a string), as is a lone surrogate (not UTF-8): ValueError."""
+    text = json.dumps(body, ensure_ascii=False, allow_nan=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
 
 
 class FencedError(KubeError):
@@ -174,12 +192,10 @@ class KubeClient:
         self._auth = (now, headers)
         return headers
 
-    async def _once(self, method: str, url: str, body: Any, content_type: str) -> _Response:
+    async def _once(self, method: str, url: str, data: bytes | None, content_type: str) -> _Response:
         headers = {"Accept": "application/json", **self._auth_headers()}
-        data: bytes | None = None
-        if body is not None:
+        if data is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
         extra: dict[str, Any] = {}
         if self._configuration.tls_server_name:
             extra["server_hostname"] = self._configuration.tls_server_name
@@ -221,14 +237,18 @@ class KubeClient:
     ) -> tuple[int, Any]:
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         tries = max(1, attempts if attempts is not None else self._options.attempts) if idempotent else 1
+        try:
+            data = None if body is None else encode_body(body)
+        except ValueError as exc:  # UnicodeEncodeError is one: a lone surrogate
+            raise KubeError(400, f"{method} {path}: not sent: the body is not valid JSON: {exc}") from exc
         for attempt in range(tries):
             if method != "GET" and self._may_write is not None and not self._may_write():
                 raise FencedError(method, path)
             try:
-                response = await self._once(method, url, body, content_type)
+                response = await self._once(method, url, data, content_type)
                 if response.status == 401 and self._auth is not None:
                     self._auth = None  # the reused credentials expired: read them again, once
-                    response = await self._once(method, url, body, content_type)
+                    response = await self._once(method, url, data, content_type)
             except KubeError as exc:
                 if attempt + 1 >= tries:
                     raise KubeError(exc.status, f"{method} {path}: {exc}") from exc
