@@ -1,11 +1,12 @@
-"""R2: apply bodies the API server decodes as YAML. A character outside the BMP must apply; NaN/Infinity are never
-sent. The server here decodes an apply-patch+yaml body as the real one does (go-yaml: surrogate escapes and raw
+"""R2: apply bodies the API server decodes as YAML, and manifests the templates write as YAML. A character outside
+the BMP must apply; NaN/Infinity are never sent. The server here decodes an apply-patch+yaml body as the real one does (go-yaml: surrogate escapes and raw
 control characters refused with a 400); tests/cluster/test_encoding.py runs the same apply on a real API server."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +14,10 @@ import yaml
 from aiohttp import web
 from kubernetes import client as k8s
 
+from specserve.api.validation import parse_object
 from specserve.kube.client import ClientOptions, KubeClient, KubeError, encode_body
 from specserve.kube.kinds import DEPLOYMENT
+from specserve.render.manifests import render
 
 FAST = ClientOptions(connect_timeout=1.0, request_timeout=2.0, attempts=1)
 PATH = DEPLOYMENT.object_path("llm", "web")
@@ -101,3 +104,18 @@ async def test_nan_and_infinity_are_never_sent(server: tuple[str, list[Any]], nu
 def test_a_lone_surrogate_is_refused_not_sent_mangled() -> None:
     with pytest.raises(ValueError, match="surrogates"):
         encode_body({"value": "\ud83d"})
+
+
+@pytest.mark.parametrize("value", ["serving 🚀 \U0001d11e", "nel\x85 ls\u2028 c1\x9f", "<&'>"])
+def test_the_render_carries_any_env_value_into_the_deployment(value: str) -> None:
+    """The templates write every value with `tojson`: ASCII escapes made an emoji unloadable (found on the real
+    control plane: tests/cluster)."""
+    doc = yaml.safe_load((Path(__file__).parents[2] / "examples/llama31-8b-h100.yaml").read_text(encoding="utf-8"))
+    doc["metadata"]["uid"] = "u1"
+    doc["spec"]["engine"]["env"] = [{"name": "BANNER", "value": value}]
+    deployments = [m for m in render(parse_object(doc)) if m["kind"] == "Deployment"]
+    assert deployments
+    for d in deployments:
+        env = {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["BANNER"] == value
+        assert go_yaml_decode(encode_body(d)) == d  # and it applies as rendered

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import random
-import re
 import ssl
 import time
 import uuid
@@ -30,6 +29,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
 
 from specserve.kube.kinds import Kind, kind_of
+from specserve.render.yamljson import yaml_safe_json
 
 FIELD_MANAGER = "specserve"
 JSON = dict[str, Any]
@@ -50,21 +50,12 @@ class KubeError(RuntimeError):
         super().__init__(message)
 
 
-# Characters YAML (go-yaml, which decodes an apply-patch+yaml body) refuses raw (C1 controls, DEL, U+FFFE, U+FFFF)
-# or reads as a line break inside a quoted string (NEL, U+2028, U+2029: folded to a space). JSON escapes C0 controls
-# itself; these are escaped here, as \uXXXX, which YAML's double-quoted strings accept.
-_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
-
-
 def encode_body(body: Any) -> bytes:
-    """A request body as UTF-8 JSON that is also YAML the API server decodes as the same object.
-
-    Not ASCII-escaped: the server YAML-decodes an apply (application/apply-patch+yaml), and YAML refuses the
-    surrogate-pair escapes JSON writes for a character outside the BMP (an emoji in an env value: a 400 on every
-    apply of that object). NaN and Infinity are refused here: JSON has no such numbers (Python would write bare
-    `NaN`, which YAML reads as a string), as is a lone surrogate (not UTF-8): ValueError."""
-    text = json.dumps(body, ensure_ascii=False, allow_nan=False)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
+    """A request body as UTF-8 JSON that is also YAML the API server decodes as the same object (see
+    render/yamljson.py: an ASCII-escaped emoji made every apply of its object a 400). NaN and Infinity are refused:
+    JSON has no such numbers (Python would write bare `NaN`, which YAML reads as a string), as is a lone surrogate
+    (not UTF-8): ValueError."""
+    return yaml_safe_json(body, allow_nan=False).encode()
 
 
 class FencedError(KubeError):
