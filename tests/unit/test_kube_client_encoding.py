@@ -1,6 +1,7 @@
 """R2: apply bodies the API server decodes as YAML, and manifests the templates write as YAML. A character outside
-the BMP must apply; NaN/Infinity are never sent. The server here decodes an apply-patch+yaml body as the real one does (go-yaml: surrogate escapes and raw
-control characters refused with a 400); tests/cluster/test_encoding.py runs the same apply on a real API server."""
+the BMP must apply; NaN/Infinity are never sent. The server here decodes an apply-patch+yaml body as the real one
+does (go-yaml: surrogate escapes and raw control characters refused with a 400); tests/cluster/test_cluster.py
+applies the same on a real API server."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """R1: pods that are never created (a ResourceQuota on nvidia.com/gpu refusing them) are named in status at once.
 
 The Deployment controller copies its ReplicaSet's `ReplicaFailure=True, reason=FailedCreate` condition; no pod exists
-to say why, so before this the pool read "loading" until the progress deadline. tests/cluster/test_quota.py shows the
+to say why, so before this the pool read "loading" until the progress deadline. tests/cluster/test_cluster.py shows the
 same on a real control plane with a real quota."""
 
 from __future__ import annotations
