@@ -224,7 +224,8 @@ def test_a_gpu_quota_refusing_pods_is_named_within_one_resync(operator: ControlP
 
 
 def sample(plane: ControlPlane, ns: str, name: str) -> tuple[dict[str, int], dict[str, int], dict[str, bool]]:
-    """Route weights (read first: a pool is drained before its pods go), then per pool: ready pods and rolling."""
+    """Route weights (read first: a pool is drained before its pods go), then per pool: ready pods and whether it
+    is rolling (not yet complete)."""
     routes = plane.get("httproutes.gateway.networking.k8s.io", "-n", ns)["items"]
     weights: dict[str, int] = {}
     for route in routes:
@@ -235,9 +236,11 @@ def sample(plane: ControlPlane, ns: str, name: str) -> tuple[dict[str, int], dic
     for d_name, d in deployments(plane, ns).items():
         s = d.get("status") or {}
         ready[d_name] = int(s.get("readyReplicas") or 0)
+        want = int(d["spec"].get("replicas") or 0)
+        # Rolling until complete: with maxUnavailable 1 a one-pod pool is down (0 ready, 1 updated) mid-roll.
         rolling[d_name] = (s.get("observedGeneration") != d["metadata"]["generation"]
                            or int(s.get("replicas") or 0) > int(s.get("updatedReplicas") or 0)
-                           or int(s.get("updatedReplicas") or 0) < int(d["spec"].get("replicas") or 0))  # fmt: skip
+                           or int(s.get("updatedReplicas") or 0) < want or ready[d_name] < want)  # fmt: skip
     return weights, ready, rolling
 
 
