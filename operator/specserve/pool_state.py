@@ -13,6 +13,9 @@ The reconcile's planner, the status and the switching loop all read a pool throu
 - `deadline_exceeded`: the Deployment controller reports `Progressing=False, reason=ProgressDeadlineExceeded`
   for the generation it has observed (the real controller sets it when a roll or scale-up makes no progress for
   `progressDeadlineSeconds`; nothing here re-times it).
+- `create_failure`: the Deployment controller reports `ReplicaFailure=True` (reason `FailedCreate`), copied from
+  its ReplicaSet: pods that are never created (a ResourceQuota on `nvidia.com/gpu`, PodSecurity, a LimitRange, a
+  pod webhook). No pod exists to say why, and the pool would otherwise read "loading" until the progress deadline.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 # On the Deployment (not its pod template, which would roll the pods again): which template we applied.
 TEMPLATE_HASH = "specserve.io/template-hash"
 DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+REPLICA_FAILURE = "ReplicaFailure"  # the condition type; its reason is FailedCreate (or FailedDelete)
 OUR_MANAGERS = "specserve"  # prefix of every field manager this operator writes with
 
 
@@ -36,7 +40,7 @@ def _int(value: Any) -> int:
 
 @dataclass(frozen=True)
 class Progress:
-    """The Deployment's own `Progressing` condition."""
+    """One of the Deployment's own conditions (`Progressing`, `ReplicaFailure`)."""
 
     status: str
     reason: str
@@ -56,6 +60,7 @@ class PoolCounts:
     updated: int = 0  # pods of the current template
     template_hash: str | None = None  # the TEMPLATE_HASH annotation: the template we last applied
     progress: Progress | None = None
+    replica_failure: Progress | None = None  # the ReplicaFailure condition, when True
     foreign_template: bool = False  # another field manager owns fields of the pod template (a hand edit)
 
     @property
@@ -107,10 +112,15 @@ class PoolCounts:
         p = self.progress
         return self.seen and p is not None and p.status == "False" and p.reason == DEADLINE_EXCEEDED
 
+    @property
+    def create_failure(self) -> Progress | None:
+        """The controller's word that pods of the observed generation could not be created (None: none known)."""
+        return self.replica_failure if self.seen else None
 
-def _progress(status: Mapping[str, Any]) -> Progress | None:
+
+def _condition(status: Mapping[str, Any], type_: str) -> Progress | None:
     for cond in status.get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == "Progressing":
+        if isinstance(cond, Mapping) and cond.get("type") == type_:
             return Progress(str(cond.get("status", "")), str(cond.get("reason", "")), str(cond.get("message", "")))
     return None
 
@@ -159,6 +169,7 @@ def read_pool(live: Mapping[str, Any], name: str | None = None) -> PoolCounts:
     generation = meta.get("generation")
     observed = status.get("observedGeneration")
     hash_ = (meta.get("annotations") or {}).get(TEMPLATE_HASH)
+    failure = _condition(status, REPLICA_FAILURE)
     return PoolCounts(
         name=str(meta.get("name", name or "")),
         generation=None if generation is None else _int(generation),
@@ -168,6 +179,7 @@ def read_pool(live: Mapping[str, Any], name: str | None = None) -> PoolCounts:
         ready=_int(status.get("readyReplicas")),
         updated=_int(status.get("updatedReplicas")),
         template_hash=None if hash_ is None else str(hash_),
-        progress=_progress(status),
+        progress=_condition(status, "Progressing"),
+        replica_failure=failure if failure is not None and failure.status == "True" else None,
         foreign_template=foreign_template_owner(live),
     )

@@ -90,8 +90,13 @@ def pool_moved(recorded: Iterable[Mapping[str, Any]], deployment: Mapping[str, A
         if pool.get("name") == counts.name:
             if (int(pool.get("ready") or 0), int(pool.get("updated") or 0)) != (counts.ready, counts.updated):
                 return True
-            # The progress deadline passing changes no count: it is news all the same (named within one event).
-            return bool((pool.get("failure") or {}).get("deadlineExceeded")) != counts.deadline_exceeded
+            # The progress deadline passing, or pods refused creation, changes no count: it is news all the same
+            # (named within one event).
+            failure = pool.get("failure") or {}
+            if bool(failure.get("deadlineExceeded")) != counts.deadline_exceeded:
+                return True
+            refused = counts.create_failure
+            return not counts.deadline_exceeded and refused is not None and failure.get("reason") != refused.reason
     return True
 
 

@@ -30,6 +30,7 @@ from kubernetes.client.rest import should_bypass_proxies
 
 from specserve.kube.events import COMBINED, Correlator, Posting
 from specserve.kube.kinds import Kind, kind_of
+from specserve.render.yamljson import yaml_safe_json
 
 FIELD_MANAGER = "specserve"
 JSON = dict[str, Any]
@@ -48,6 +49,14 @@ class KubeError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body as UTF-8 JSON that is also YAML the API server decodes as the same object (see
+    render/yamljson.py: an ASCII-escaped emoji made every apply of its object a 400). NaN and Infinity are refused:
+    JSON has no such numbers (Python would write bare `NaN`, which YAML reads as a string), as is a lone surrogate
+    (not UTF-8): ValueError."""
+    return yaml_safe_json(body, allow_nan=False).encode()
 
 
 class FencedError(KubeError):
@@ -177,12 +186,10 @@ class KubeClient:
         self._auth = (now, headers)
         return headers
 
-    async def _once(self, method: str, url: str, body: Any, content_type: str) -> _Response:
+    async def _once(self, method: str, url: str, data: bytes | None, content_type: str) -> _Response:
         headers = {"Accept": "application/json", **self._auth_headers()}
-        data: bytes | None = None
-        if body is not None:
+        if data is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
         extra: dict[str, Any] = {}
         if self._configuration.tls_server_name:
             extra["server_hostname"] = self._configuration.tls_server_name
@@ -224,14 +231,18 @@ class KubeClient:
     ) -> tuple[int, Any]:
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         tries = max(1, attempts if attempts is not None else self._options.attempts) if idempotent else 1
+        try:
+            data = None if body is None else encode_body(body)
+        except ValueError as exc:  # UnicodeEncodeError is one: a lone surrogate
+            raise KubeError(400, f"{method} {path}: not sent: the body is not valid JSON: {exc}") from exc
         for attempt in range(tries):
             if method != "GET" and self._may_write is not None and not self._may_write():
                 raise FencedError(method, path)
             try:
-                response = await self._once(method, url, body, content_type)
+                response = await self._once(method, url, data, content_type)
                 if response.status == 401 and self._auth is not None:
                     self._auth = None  # the reused credentials expired: read them again, once
-                    response = await self._once(method, url, body, content_type)
+                    response = await self._once(method, url, data, content_type)
             except KubeError as exc:
                 if attempt + 1 >= tries:
                     raise KubeError(exc.status, f"{method} {path}: {exc}") from exc

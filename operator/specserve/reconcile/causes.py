@@ -90,9 +90,13 @@ def pod_causes(pods: Iterable[Mapping[str, Any]]) -> list[Cause]:
 
 
 def pool_cause(counts: PoolCounts, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
-    """The pool's failure: the progress deadline when the controller reports it (with the pods' reason, which
-    says why), else the pods' most telling reason; None when nothing is known to be wrong."""
+    """The pool's failure: the progress deadline when the controller reports it (with the reason that says why),
+    else pods that could not be created (ReplicaFailure: no pod exists to say why), else the pods' most telling
+    reason; None when nothing is known to be wrong."""
     causes = pod_causes(pods)
+    if (failure := counts.create_failure) is not None:
+        reason = failure.reason or "FailedCreate"
+        causes.insert(0, Cause(reason, failure.message or "the ReplicaSet could not create pods"))
     if counts.deadline_exceeded:
         deployment = counts.progress.message if counts.progress is not None else ""
         why = f"{causes[0].reason}: {causes[0].message}" if causes else ""

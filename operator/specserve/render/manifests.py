@@ -28,6 +28,7 @@ from specserve.api.models import (
 from specserve.layout import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, Flavour, PoolRole, base_labels, pool_layout
 from specserve.render.adaptive import sglang_config_file
 from specserve.render.engine import ADAPTIVE_CONFIG_DIR, ADAPTIVE_CONFIG_KEY, adaptive_steps, sglang_args, sglang_env
+from specserve.render.yamljson import yaml_safe_json
 from specserve.versions import default_image
 
 Manifest = dict[str, Any]
@@ -212,12 +213,15 @@ def _network_policy_sources(obj: SpecServe) -> list[str]:
 
 @cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("specserve.render", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
     )
+    # `tojson` as YAML reads it back: the default ASCII escapes made an emoji in an env value unloadable.
+    env.policies["json.dumps_function"] = yaml_safe_json
+    return env
 
 
 def _template(template: str, **context: Any) -> Manifest:
