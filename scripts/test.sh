@@ -43,6 +43,12 @@ step "alert rules (promtool, from Debian's prometheus package)"
 promtool check rules charts/specserve/rules/specserve-alerts.yaml
 promtool test rules tests/rules/specserve-alerts.test.yaml
 
+step "Kubernetes control plane for tests/cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok)"
+# Built from their published Go modules once (about 30-40 min cold on two cores), then cached by version under
+# ~/.cache/specserve-kube; KUBEBUILDER_ASSETS with etcd and kube-apiserver skips building those.
+bash scripts/kube-binaries.sh
+export SPECSERVE_CLUSTER=1
+
 step "tests"
 bash scripts/sglang-env.sh; . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang environments for tests/conformance (set -e: a failed build stops the run)
 # Two workers, each test file on one of them (module fixtures run once): most integration tests wait on the

@@ -1,9 +1,9 @@
 """Fixtures of the cluster tier: one real control plane per test session (tests/cluster/controlplane.py), the CRDs
 and the chart installed, and the operator run as the chart runs it.
 
-Opt-in for now: SPECSERVE_CLUSTER=1 runs the tier, and then binaries that cannot be had (scripts/kube-binaries.sh
-builds them) are a failure, not a skip. Unset, the tier is skipped with that reason: the binaries' cache is shared
-by everyone on a machine, and the tier is not yet a step of scripts/test.sh."""
+The test command (scripts/test.sh) builds the binaries (scripts/kube-binaries.sh, cached) and sets
+SPECSERVE_CLUSTER=1: then binaries that cannot be had are a failure, not a skip. A plain `pytest` without the
+variable skips the tier with that reason (a cold build takes half an hour)."""
 
 from __future__ import annotations
 
