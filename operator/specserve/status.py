@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from specserve.api.conditions import (
     AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
@@ -213,6 +215,14 @@ def _loop_conditions(conds: list[Condition], mode: Mode, gen: int | None, now: s
     return _keep_or_default(
         conds, SWITCHING, "NotEvaluated", f"serving {mode.value}; no switch evaluated yet", gen, now
     )
+
+
+def read_status(body: Mapping[str, Any]) -> SpecServeStatus:
+    """The status stored in a SpecServe's body (the reconcile's and the switching loop's one reader of it)."""
+    try:
+        return SpecServeStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        return SpecServeStatus()  # unreadable (hand-edited) status: rebuild it from observation
 
 
 def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> SpecServeStatus:

@@ -12,10 +12,10 @@ import pytest
 
 from specserve.api.validation import parse_object
 from specserve.kube.client import KubeClient
-from specserve.reconcile.core import previous_status
 from specserve.reconcile.failover import fail_over_everywhere
 from specserve.reconcile.rendered import remembered_render
 from specserve.reconcile.target import rendered_spec, target
+from specserve.status import read_status
 from specserve_kubefake import DEPLOYMENTS, HTTPROUTES, FakeApiServer
 
 JSON = dict[str, Any]
@@ -37,7 +37,7 @@ def deploy(api: FakeApiServer, doc: JSON, namespace: str, *, conflict: bool = Fa
     body = copy.deepcopy(doc)
     body["metadata"] = {"name": NAME, "namespace": namespace}
     owner = api.create(body)
-    obj, old = parse_object(owner), previous_status(owner)
+    obj, old = parse_object(owner), read_status(owner)
     ref = {"apiVersion": owner["apiVersion"], "kind": "SpecServe", "name": NAME, "uid": owner["metadata"]["uid"]}
     for manifest in remembered_render(rendered_spec(obj, old), target(obj, old).mode):
         if manifest["kind"] not in ("Deployment", "HTTPRoute"):

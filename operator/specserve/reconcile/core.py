@@ -11,8 +11,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from specserve.api.conditions import (
     AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
@@ -63,6 +61,7 @@ from specserve.status import (
     invalid_status,
     new_failures,
     observed_status,
+    read_status,
     reconcile_fields,
     reconcile_fields_differ,
     same_status,
@@ -100,17 +99,9 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def previous_status(body: Mapping[str, Any]) -> SpecServeStatus:
-    raw = body.get("status") or {}
-    try:
-        return SpecServeStatus.model_validate(raw)
-    except ValidationError:
-        return SpecServeStatus()  # unreadable (hand-edited) status: rebuild it from observation
-
-
 def current_status(body: Mapping[str, Any], last_write: StatusWrite | None = None) -> SpecServeStatus:
     """The status to start from (the switching loop's view: its own last write when the body predates it)."""
-    seen = previous_status(body)
+    seen = read_status(body)
     if last_write is not None and same_status(seen, last_write.before):
         return last_write.after
     return seen
@@ -138,7 +129,7 @@ async def reconcile(
     install: InstallPolicy = NO_HOST_PATHS,
     rolls: RollBudget | None = None,
 ) -> Outcome:
-    old = previous_status(body)
+    old = read_status(body)
     try:
         obj = parse_object(body)
         # What the installation allows (host paths) is refused like any invalid spec: nothing applied.

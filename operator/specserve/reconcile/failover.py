@@ -22,11 +22,11 @@ from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, SPECSERVE, Kind, Ref
 from specserve.layout import LABEL_INSTANCE
 from specserve.pool_state import read_pool
 from specserve.reconcile.apply import Kube, owned_by
-from specserve.reconcile.core import previous_status
 from specserve.reconcile.intent import JSON, route_backends, with_route_weights
 from specserve.reconcile.rendered import remembered_render
 from specserve.reconcile.target import rendered_spec, target
 from specserve.reconcile.traffic import relieve, with_live_backends
+from specserve.status import read_status
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3  # a route written between our read and our write: read it again (a 409 each time)
@@ -40,7 +40,7 @@ def rendered_route(body: Mapping[str, Any]) -> JSON | None:
         return None
     if obj.spec.routing.gateway is None:
         return None
-    old = previous_status(body)
+    old = read_status(body)
     desired = remembered_render(rendered_spec(obj, old), target(obj, old).mode)
     key = Ref.of(HTTPROUTE, obj.metadata.name)
     return next((m for m in desired if Ref.of_object(m) == key), None)

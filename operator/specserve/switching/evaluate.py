@@ -21,8 +21,7 @@ from specserve.policy.curves import ModeCurves
 from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
-from specserve.reconcile import previous_status
-from specserve.status import status_body
+from specserve.status import read_status, status_body
 from specserve.switching.pools import PoolState, converging, pending_change
 from specserve.switching.record import (
     FAILURE_THRESHOLD,
@@ -196,7 +195,7 @@ async def evaluate(
     learned: AddLearning | None = None,
 ) -> Evaluation:
     """Decide, and apply the loop's fields when they differ from the live ones."""
-    status = previous_status(body)
+    status = read_status(body)
     state = starting_state(obj, status, memory, now)
     saved = resume(obj, status, now)
     verdict = verdict_of(obj, status, state, inputs, reading, pools, now)

@@ -26,7 +26,7 @@ from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
-from specserve.reconcile import previous_status
+from specserve.status import read_status
 from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
 from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan, readiness_only
 from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
@@ -161,7 +161,7 @@ class SwitchingLoop:
             except (InvalidSpecServe, ValidationError):
                 continue  # the reconcile reports it; the last good target keeps serving
             try:
-                status = previous_status(tracked.body)
+                status = read_status(tracked.body)
                 mode = resume(obj, status, now).mode
                 due.append((tracked, obj, read_plan(obj, mode, self.config.prometheus_url)))
             except Exception:  # this SpecServe only; it is tried again next tick
@@ -250,7 +250,7 @@ class SwitchingLoop:
         curves = self._curves_of(key, obj)
         if curves is None or curves.modelled:
             return None
-        status = previous_status(body)
+        status = read_status(body)
         settled = got.reading.reason is None and converging(obj, status, got.pools) is None
         sample = replace(got.reading.sample, time=now)
         interval = obj.spec.switching.evaluation_interval_seconds
