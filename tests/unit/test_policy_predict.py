@@ -1,4 +1,4 @@
-"""TrafficSplit's closed loop (policy.predict, traffic.closed_loop): forecasts from the observed loads, the noise
+"""TrafficSplit's closed loop (policy.predict, traffic.closed_loop): split_forecasts from the observed loads, the noise
 that calms it, and the knobs it honours (step bound, stabilization windows and min dwell across the 50/50 line)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from specserve.policy.curves import ModeCurves, model_from_crossover
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.learning import Observation, effective, observe
 from specserve.policy.learning import start as start_learning
-from specserve.policy.predict import candidates, forecasts, jitter, tolerance
+from specserve.policy.predict import candidates, jitter, split_forecasts, tolerance
 from specserve.policy.switching import decide
 from specserve.policy.types import Action, Knobs, PolicyState, PoolSignal, Sample, Verdict
 from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves, specserve
@@ -64,7 +64,7 @@ def plant(
 
 
 def test_the_best_forecast_from_an_overloaded_pool_is_the_weight_that_holds_the_best_split() -> None:
-    options = forecasts(KNEES, 60, 25.0, 5.0, 1, 1, None)
+    options = split_forecasts(KNEES, 60, 25.0, 5.0, 1, 1, None)
     assert options is not None and [f.weight for f in options] == candidates(60)
     best = max(options, key=lambda f: f.tokens)
     assert 48 <= best.weight <= 52
@@ -254,7 +254,7 @@ def test_learned_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() -> No
 
 def test_with_an_slo_some_weight_meets_goodput_still_decides() -> None:
     # the fallback is for a tie at zero only: where the idle pool serves within the SLO, goodput leads
-    options = forecasts(profile_curves(ILLUSTRATIVE), 100, 200.0, 0.0, 1, 1, 0.05)
+    options = split_forecasts(profile_curves(ILLUSTRATIVE), 100, 200.0, 0.0, 1, 1, 0.05)
     assert options is not None
     here = next(f for f in options if f.weight == 100)
     there = next(f for f in options if f.weight == 90)

@@ -43,7 +43,7 @@ FLOOR = 1e-4  # relative: the least predicted gain worth a write, however steady
 
 
 @dataclass(frozen=True)
-class Forecast:
+class SplitForecast:
     """What one speculative weight serves over the horizon if it stays (in tokens x output length: only ratios
     between forecasts of one evaluation mean anything)."""
 
@@ -54,7 +54,7 @@ class Forecast:
     def key(self, slo: float | None) -> tuple[float, float]:
         return (self.goodput, self.tokens) if slo is not None else (self.tokens, self.tokens)
 
-    def gain_over(self, other: Forecast, slo: float | None) -> float:
+    def gain_over(self, other: SplitForecast, slo: float | None) -> float:
         """How much more this serves than `other`, relative (goodput with an SLO, tokens/s without). Where
         neither serves any goodput (no reachable weight brings a pool within the SLO) the tokens decide: the
         goodputs tie at zero, and a zero gain would hold every weight however much more another one serves."""
@@ -66,7 +66,7 @@ class Forecast:
         return mine / theirs - 1
 
 
-def forecast(
+def split_forecast(
     curves: ModeCurves,
     spec_weight: int,
     c_spec: float,
@@ -75,7 +75,7 @@ def forecast(
     n_base: int,
     slo: float | None,
     horizon: float,
-) -> Forecast:
+) -> SplitForecast:
     """Follow the speculative pool's load from `c_spec` under `spec_weight` for `horizon` (in τ). What split.served
     computes, inlined: this runs STEPS times per candidate every evaluation."""
     w, dt = spec_weight / 100, horizon / STEPS
@@ -89,10 +89,10 @@ def forecast(
         tokens += t_s + t_b
         c = min(max(c + dt * (w * (t_s + t_b) - t_s), 0.0), demand)
     good, tokens = good * dt, tokens * dt
-    return Forecast(spec_weight, good, tokens)
+    return SplitForecast(spec_weight, good, tokens)
 
 
-def horizon_of(curves: ModeCurves, c_spec: float, demand: float, n_spec: int, n_base: int) -> float | None:
+def turnover_horizon(curves: ModeCurves, c_spec: float, demand: float, n_spec: int, n_base: int) -> float | None:
     """HORIZON_TURNOVERS turnovers of the requests in flight at the observed loads (in τ); None: nothing served."""
     tokens = served(curves, c_spec, demand, n_spec, n_base).tokens_per_second
     return HORIZON_TURNOVERS * demand / tokens if tokens > 0 and demand > 0 else None
@@ -102,18 +102,18 @@ def candidates(spec_weight: int) -> list[int]:
     return sorted({0, 100, *range(max(0, spec_weight - SPAN), min(100, spec_weight + SPAN) + 1)})
 
 
-def forecasts(
+def split_forecasts(
     curves: ModeCurves, spec_weight: int, c_spec: float, c_base: float, n_spec: int, n_base: int, slo: float | None
-) -> list[Forecast] | None:
+) -> list[SplitForecast] | None:
     """Every candidate's forecast from the observed loads; None when nothing is in flight or served."""
     demand = c_spec + c_base
-    horizon = horizon_of(curves, c_spec, demand, n_spec, n_base)
+    horizon = turnover_horizon(curves, c_spec, demand, n_spec, n_base)
     if horizon is None:
         return None
-    return [forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight)]
+    return [split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight)]
 
 
-def best(options: list[Forecast], spec_weight: int, slo: float | None) -> Forecast:
+def best(options: list[SplitForecast], spec_weight: int, slo: float | None) -> SplitForecast:
     """The forecast that serves the most; ties go to the weight closest to the one in force."""
     return max(options, key=lambda f: (*f.key(slo), -abs(f.weight - spec_weight)))
 
@@ -162,10 +162,10 @@ def holds_across(
     spread = min(SPREAD_SIGMAS * jitter(readings), MAX_SPREAD)
     for factor in (1 - spread, 1 + spread):
         s, b = c_spec * factor, c_base * factor
-        horizon = horizon_of(curves, s, s + b, n_spec, n_base)
+        horizon = turnover_horizon(curves, s, s + b, n_spec, n_base)
         if horizon is None:
             return False
-        here, there = (forecast(curves, w, s, s + b, n_spec, n_base, slo, horizon) for w in (spec_weight, target))
+        here, there = (split_forecast(curves, w, s, s + b, n_spec, n_base, slo, horizon) for w in (spec_weight, target))
         if there.gain_over(here, slo) <= ROBUST_GAIN:
             return False
     return True

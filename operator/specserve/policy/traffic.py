@@ -3,7 +3,7 @@
 In order, per evaluation:
 1. failover (before anything else, see `failover`): no weight on a pool without a Ready replica, at once;
 2. the closed loop (`closed_loop`), when both pools are Ready and their requests in flight are read (the usual
-   case): the weight policy.predict forecasts to serve the most from where the requests are, when its gain beats
+   case): the weight policy.predict split_forecasts to serve the most from where the requests are, when its gain beats
    the demand's noise (hysteresis x the jitter of the last readings). It honours the step bound, and it crosses
    the 50/50 line (changes the dominant pool) only once the wish has lasted the direction's stabilization window
    and min dwell allows;
@@ -39,10 +39,10 @@ from specserve.policy.predict import (
     HORIZON_TURNOVERS,
     ROBUST_GAIN,
     best,
-    forecasts,
     holds_across,
     jitter,
     remember,
+    split_forecasts,
     tolerance,
 )
 from specserve.policy.split import TOKENS_TIE
@@ -195,7 +195,7 @@ def crossing_wish(knobs: Knobs, state: PolicyState, w: Weights, ideal: int, now:
 
 
 def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sample, where: str) -> Step | None:
-    """Both pools Ready and observed: the weight that policy.predict forecasts to serve the most from the loads
+    """Both pools Ready and observed: the weight that policy.predict split_forecasts to serve the most from the loads
     the pools hold, among those one evaluation may reach (the step bound; across the 50/50 line only after the
     direction's stabilization window and min dwell), when it gains more than the demand's noise. None: the
     open-loop rules decide (a pool without a Ready replica or not observed)."""
@@ -207,7 +207,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     w = current_weights(state)
     readings = remember(state.recent_demand, c_s + c_b)
     loads = f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight"
-    options = forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo)
+    options = split_forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo)
     if options is None:
         return hold(replace(state, pending=None, recent_demand=readings), f"{loads}: weights {show(w)} stay")
     ideal = best(options, w.speculative, slo)
