@@ -6,8 +6,9 @@ from dataclasses import replace
 
 from specserve.api.models import Mode, SpecServeStatus, Weights
 from specserve.api.validation import parse_object
+from specserve.clock import epoch
 from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
-from specserve.switching.state import epoch, from_status, resume, rfc3339, to_status, worth_writing
+from specserve.switching.state import from_status, resume, rfc3339, to_status, worth_writing
 
 T = 1_800_000_000.0
 

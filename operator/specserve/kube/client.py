@@ -19,7 +19,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -28,6 +27,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
 
+from specserve.clock import rfc3339
 from specserve.kube.events import COMBINED, Correlator, Posting
 from specserve.kube.kinds import Kind, kind_of
 from specserve.render.yamljson import yaml_safe_json
@@ -404,17 +404,13 @@ class KubeClient:
     async def _bump_event(self, namespace: str, posting: Posting) -> bool:
         """Count one more on an Event already posted; False when it is gone (404)."""
         path = EVENT.object_path(namespace, posting.name)
-        body = {"count": posting.count, "message": posting.message, "lastTimestamp": _stamp(posting.last)}
+        body = {"count": posting.count, "message": posting.message, "lastTimestamp": rfc3339(posting.last)}
         status, data = await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
         if status == 404:
             return False
         if status >= 300:
             raise self._fail("PATCH", path, status, data)
         return True
-
-
-def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _event(involved: JSON, namespace: str, reason: str, type_: str, component: str, posting: Posting) -> JSON:
@@ -436,7 +432,7 @@ def _event(involved: JSON, namespace: str, reason: str, type_: str, component: s
         "type": type_,
         # The legacy core/v1 fields only: setting eventTime would oblige the events.k8s.io ones too.
         "source": {"component": component},
-        "firstTimestamp": _stamp(posting.first),
-        "lastTimestamp": _stamp(posting.last),
+        "firstTimestamp": rfc3339(posting.first),
+        "lastTimestamp": rfc3339(posting.last),
         "count": posting.count,
     }

@@ -15,9 +15,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from specserve.clock import rfc3339
 from specserve.config import LeaderElection
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
@@ -32,10 +32,6 @@ class LeaseApi(Protocol):
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None: ...
     async def create(self, kind: Kind, namespace: str, body: JSON, *, attempts: int | None = None) -> JSON | None: ...
     async def replace(self, kind: Kind, namespace: str, name: str, body: JSON) -> JSON | None: ...
-
-
-def _micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaseElector:
@@ -101,7 +97,7 @@ class LeaseElector:
         started = self._clock()
         try:
             lease = await self._kube.get(LEASE, e.namespace, e.name)
-            now = _micro_time()
+            now = rfc3339(digits=6)
             if lease is None:
                 body = {
                     "apiVersion": LEASE.api_version,
@@ -184,7 +180,7 @@ class LeaseElector:
                 "apiVersion": LEASE.api_version,
                 "kind": LEASE.kind,
                 "metadata": {**lease["metadata"]},
-                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": _micro_time()},
+                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": rfc3339(digits=6)},
             }
             replaced = await asyncio.wait_for(
                 self._kube.replace(LEASE, e.namespace, e.name, body), timeout=e.renew_deadline_seconds

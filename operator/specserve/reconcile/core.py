@@ -32,6 +32,7 @@ from specserve.api.models import (
     Weights,
 )
 from specserve.api.validation import InvalidSpecServe, parse_object
+from specserve.clock import rfc3339
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, SERVICE, SPECSERVE, Ref
 from specserve.layout import LABEL_INSTANCE, LABEL_MODE, LABEL_POOL, PoolRole
@@ -95,10 +96,6 @@ class Outcome:
     held: tuple[str, ...] = ()  # Deployments whose change waits for a later step
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def current_status(body: Mapping[str, Any], last_write: StatusWrite | None = None) -> SpecServeStatus:
     """The status to start from (the switching loop's view: its own last write when the body predates it)."""
     seen = read_status(body)
@@ -125,7 +122,7 @@ async def _write_status(kube: Kube, body: Mapping[str, Any], new: SpecServeStatu
 async def reconcile(
     kube: Kube,
     body: Mapping[str, Any],
-    now: Callable[[], str] = _now,
+    now: Callable[[], str] = rfc3339,
     install: InstallPolicy = NO_HOST_PATHS,
     rolls: RollBudget | None = None,
 ) -> Outcome:

@@ -13,10 +13,11 @@ from datetime import datetime
 from typing import Any
 
 JSON = dict[str, Any]
-Weights = tuple[tuple[str, int], ...]
+# An HTTPRoute rule's backends, (Service, weight) in order; api.models.Weights is the pools' split.
+BackendWeights = tuple[tuple[str, int], ...]
 
 
-def servable(weights: Weights, services: Set[str]) -> Weights:
+def servable(weights: BackendWeights, services: Set[str]) -> BackendWeights:
     """The weights with no share on a backend whose Service does not exist: its share goes to the backends that
     have one, in proportion to their weights. Unchanged when no backend with a Service has weight (nothing can
     take it: the planner's aim stands until a Service appears)."""
@@ -32,7 +33,7 @@ def servable(weights: Weights, services: Set[str]) -> Weights:
     return tuple((n, out.get(n, 0)) for n, _ in weights)
 
 
-def moves_off_dead(live: Mapping[str, int] | None, weights: Weights, serving: Set[str]) -> bool:
+def moves_off_dead(live: Mapping[str, int] | None, weights: BackendWeights, serving: Set[str]) -> bool:
     """Does the new route take weight off a backend that has no Ready replica, onto one that has?"""
     if not live:
         return False
@@ -94,7 +95,7 @@ def gateway_pending(
     )
 
 
-def keep_serving(weights: Weights, serving: Set[str]) -> Weights:
+def keep_serving(weights: BackendWeights, serving: Set[str]) -> BackendWeights:
     """The last line of defence: never all the weight on backends that cannot serve (nor 0/0) while one can. The
     planner never asks for that; if it ever did, the Ready backends share the total equally."""
     ready = [n for n, _ in weights if n in serving]
@@ -105,7 +106,7 @@ def keep_serving(weights: Weights, serving: Set[str]) -> Weights:
     return tuple((n, share.get(n, 0)) for n, _ in weights)
 
 
-def relieve(live: Mapping[str, int] | None, serving: Set[str], known: Set[str]) -> Weights | None:
+def relieve(live: Mapping[str, int] | None, serving: Set[str], known: Set[str]) -> BackendWeights | None:
     """The failover fast path's weights: the live route with every share on a backend the watch reports without a
     Ready replica (`known` but not `serving`) moved onto the backends that have one, in proportion to their
     weights (equally when none has weight yet). Backends the watch knows nothing of keep their share. None when

@@ -22,6 +22,7 @@ from specserve.api.models import (
     SpecServeStatus,
     Strategy,
 )
+from specserve.clock import epoch
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.drift import Cusum
 from specserve.policy.learning import (
@@ -40,7 +41,7 @@ from specserve.policy.learning import (
 )
 from specserve.policy.types import Sample
 from specserve.status import set_condition
-from specserve.switching.state import epoch, rfc3339
+from specserve.switching.state import rfc3339
 
 PERSIST_EVALUATIONS = 20
 PERSIST_RANGE = (10.0, 300.0)  # the default 15 s evaluation interval writes every 300 s

@@ -4,23 +4,18 @@ the millisecond, so a round trip is exact at that resolution)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
 
+from specserve import clock
 from specserve.api.models import ModeBar, PendingMove, SpecServe, SpecServeStatus, SwitchingState
+from specserve.clock import epoch
 from specserve.policy.forecast import trust
 from specserve.policy.switching import initial_state
 from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
 
 
 def rfc3339(t: float) -> str:
-    stamp = datetime.fromtimestamp(round(t, 3), UTC)
-    if stamp.microsecond == 0:
-        return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
-
-
-def epoch(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    """A status time: to the millisecond."""
+    return clock.rfc3339(t, digits=3)
 
 
 def _opt(text: str | None) -> float | None:
