@@ -168,6 +168,10 @@ class Dispatcher:
     async def run_once(
         self, body: Mapping[str, Any], memo: MutableMapping[str, Any], logger: kopf.Logger, urgent: bool = True
     ) -> Outcome | None:
+        """Reconcile one SpecServe once, one pass per object at a time. `urgent` (a change, a trigger): wait for
+        the object's lock, then an urgent slot; a queued urgent trigger makes a second one redundant. Background
+        work (resync, freed roll slots) waits for a slot without the lock and skips an object being reconciled
+        or already queued. None: skipped."""
         kube: Kube = memo["kube"]
         # One reconcile per object at a time: change handlers, the resync loop and the switching loop.
         lock: asyncio.Lock = memo.setdefault("lock", asyncio.Lock())

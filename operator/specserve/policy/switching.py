@@ -60,6 +60,9 @@ def initial_state(obj_or_knobs: SpecServe | Knobs, mode: Mode, now: float) -> Po
 def decide(
     knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample, *, converging: bool = False
 ) -> Verdict:
+    """The switching policy (pure): from the SpecServe's knobs, the curves it decides with, the policy's memory
+    and one load sample, the next step (hold, move weights, restart, reconfigure) and the new memory. Unknown load
+    holds (and counts a streak); `converging`: a rollout is in flight, so only safety moves are made."""
     now = sample.time
     demand = known(sample.demand)
     streak = 0 if demand is not None else state.unknown_streak + 1

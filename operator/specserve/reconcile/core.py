@@ -126,6 +126,11 @@ async def reconcile(
     install: InstallPolicy = NO_HOST_PATHS,
     rolls: RollBudget | None = None,
 ) -> Outcome:
+    """One level-based pass over one SpecServe: parse and check the spec (an invalid one is refused in status and
+    nothing is applied), render what it wants, read what exists, take the next safe rollout step (make before
+    break, one pool at a time, weights only on Ready pools; `rollout.plan`), apply what changed, prune what is
+    no longer wanted, and write the reconcile's own status fields when they changed. Idempotent: a pass over a
+    converged SpecServe makes no write."""
     old = read_status(body)
     try:
         obj = parse_object(body)

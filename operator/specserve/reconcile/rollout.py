@@ -122,6 +122,9 @@ class _Draft:
 
 
 def plan(world: World) -> Plan:
+    """The next safe step of a rollout (pure): which pools to create, roll (within the roll budget) or scale, which
+    old pools to prune (only once the new side serves), and the route's weights (only on Ready pools; off a dead
+    pool at once), with the steps that explain what waits and why."""
     desired = {p.name: p for p in world.desired}
     old = sorted(n for n in world.live if n not in desired)
     draft = _Draft()

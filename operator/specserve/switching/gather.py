@@ -310,6 +310,9 @@ def _plan(
 async def gather(
     kube: KubeReader, readers: Readers, plans: Sequence[ReadPlan], now: float
 ) -> dict[tuple[str, str], Gathered]:
+    """One round's reading for every due SpecServe: list Deployments (and pods, for Direct and Restart) once per
+    namespace, then query each Prometheus once per window for all its SpecServes and scrape Direct pods, all at
+    once. Every failure is its own SpecServes' (a reason in their reading: load unknown), never the round's."""
     deployments = await _list_by_namespace(kube, DEPLOYMENT, {p.obj.metadata.namespace for p in plans})
     # Pods: scraped by Direct; their start-up times price a Restart switch.
     pod_ns = {p.obj.metadata.namespace for p in plans if p.direct or p.obj.spec.strategy is Strategy.RESTART}
