@@ -62,7 +62,8 @@ def decide(
 ) -> Verdict:
     """The switching policy (pure): from the SpecServe's knobs, the curves it decides with, the policy's memory
     and one load sample, the next step (hold, move weights, restart, reconfigure) and the new memory. Unknown load
-    holds (and counts a streak); `converging`: a rollout is in flight, so only safety moves are made."""
+    holds (and counts a streak); `converging` (the previous change has not converged: pods pending) holds; only a
+    TrafficSplit failover off a dead pool comes before both (the rules, in order, are in this module's docstring)."""
     now = sample.time
     demand = known(sample.demand)
     streak = 0 if demand is not None else state.unknown_streak + 1
