@@ -31,8 +31,9 @@ def adaptive_steps(spec: SpecServeSpec) -> dict[str, list[int]] | None:
     return steps_for_crossover(crossover, spec.speculative.num_steps)
 
 
-def sglang_args(spec: SpecServeSpec, flavour: Flavour) -> list[str]:
-    """Arguments to `python3 -m sglang.launch_server` for one pool."""
+def sglang_args(spec: SpecServeSpec, flavour: Flavour, steps: dict[str, list[int]] | None) -> list[str]:
+    """Arguments to `python3 -m sglang.launch_server` for one pool; steps: `adaptive_steps(spec)`, computed once
+    per render by the caller (the mounted config the adaptive flavour points at)."""
     engine, model, spec_cfg = spec.engine, spec.model, spec.speculative
     rel = release(engine.sglang_version)
     args = ["--model-path", model.path]
@@ -66,7 +67,7 @@ def sglang_args(spec: SpecServeSpec, flavour: Flavour) -> list[str]:
             args += ["--speculative-num-draft-tokens", str(draft_tokens)]
         if flavour.adaptive:
             args.append("--speculative-adaptive")
-            if adaptive_steps(spec) is not None:
+            if steps is not None:
                 args += ["--speculative-adaptive-config", f"{ADAPTIVE_CONFIG_DIR}/{ADAPTIVE_CONFIG_KEY}"]
     return args + list(engine.extra_args)
 

@@ -46,6 +46,7 @@ class Pool:
     args: list[str]
     env: list[dict[str, object]]
     adaptive_config: str | None  # ConfigMap name
+    adaptive_steps: dict[str, list[int]] | None  # what that ConfigMap holds (computed once per render)
     config_hash: str  # of everything the engine reads: a change rolls the pods
     max_surge: int = 0  # pods a roll may start before stopping one (spare GPUs)
     external_replicas: bool = False  # an HPA/KEDA owns spec.replicas: the Deployment is applied without it
@@ -67,7 +68,7 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
     for laid in pool_layout(obj, mode):
         role, flavour = laid.role, laid.flavour
         labels = {**base_labels(name), LABEL_POOL: role}
-        args, env = sglang_args(spec, flavour), sglang_env(spec, flavour)
+        args, env = sglang_args(spec, flavour, steps), sglang_env(spec, flavour)
         mounted = steps if flavour.adaptive else None
         result.append(
             Pool(
@@ -81,6 +82,7 @@ def pools(obj: SpecServe, mode: Mode) -> list[Pool]:
                 args=args,
                 env=env,
                 adaptive_config=adaptive_configmap_name(name, mounted) if mounted is not None else None,
+                adaptive_steps=mounted,
                 config_hash=_config_hash(image_of(spec), args, env, mounted),
                 max_surge=laid.shape.max_surge,
                 external_replicas=laid.external_replicas,
@@ -240,15 +242,14 @@ def render(obj: SpecServe, mode: Mode | None = None) -> list[Manifest]:
     the_pools = pools(obj, mode)
     out: list[Manifest] = []
 
-    steps = adaptive_steps(spec)
-    mounted = next((p.adaptive_config for p in the_pools if p.adaptive_config), None)  # the name pools() gave it
-    if mounted is not None and steps is not None:
+    adaptive = next((p for p in the_pools if p.adaptive_config and p.adaptive_steps is not None), None)
+    if adaptive is not None and adaptive.adaptive_config is not None and adaptive.adaptive_steps is not None:
         out.append(
             _template(
                 "configmap.yaml.j2",
-                name=mounted,
+                name=adaptive.adaptive_config,  # the name pools() gave it
                 labels=base_labels(name),
-                data={ADAPTIVE_CONFIG_KEY: sglang_config_file(steps)},
+                data={ADAPTIVE_CONFIG_KEY: sglang_config_file(adaptive.adaptive_steps)},
                 **common,
             )
         )
