@@ -58,7 +58,7 @@ EVALUATIONS = _counter(
 )
 DECISIONS = _counter(
     "specserve_decisions",
-    "Switching decisions other than Hold, by action, rule (the reason's leading words) and whether applied.",
+    "Switching decisions other than Hold, by action, rule (api.models.Rule) and whether applied.",
     *SPECSERVE, "action", "rule", "applied",
 )  # fmt: skip
 SWITCHES = _counter("specserve_switches", "Changes the switching loop made (applied decisions).", *SPECSERVE, "action")
@@ -82,16 +82,6 @@ DEMAND = _gauge(
 TARGET_WEIGHT = _gauge(
     "specserve_target_weight", "HTTPRoute weight the switching loop decided, per pool.", *SPECSERVE, "pool"
 )
-
-
-def rule_of(reason: str) -> str:
-    """The leading words of a decision reason, up to the first number or punctuation: a bounded label value."""
-    words = []
-    for word in reason.split():
-        if not word.isalpha():
-            break
-        words.append(word.lower())
-    return " ".join(words[:4]) or "other"
 
 
 # ------------------------------------------------------------------------------ day-2 operations (alerts, dashboard)

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from specserve.api.models import Mode, Strategy
+from specserve.api.models import Mode, Rule, Strategy
 from specserve.policy.forecast import LAMBDA_MIN, History, Ledger, consistency, robustness, trust
 from specserve.policy.restart import switch_cost
 from specserve.policy.switching import decide, initial_state
@@ -184,3 +184,12 @@ def test_trust_is_earned_over_readings_not_over_a_gap_in_them() -> None:
     v = decide(K, CURVES, state, sample(5 * 3600.0, QUIET, ready_base=None, history=STAYS))
     assert v.state.forecast_error is not None and v.state.forecast_error > 0.99
     assert trust(v.state.forecast_error) == 1.0
+
+
+def test_a_restart_names_its_rule() -> None:
+    """Ski rental when the regret paid for staying exceeds the restart; a dominant mode restarts at once."""
+    _, verdicts = quiet(HORIZON * 4, start(None), None)
+    (restart,) = [v for v in verdicts if v.action is Action.RESTART]
+    assert restart.rule in (Rule.SKI_RENTAL, Rule.DOMINANT)
+    assert restart.rule is (Rule.DOMINANT if "at every measured concurrency" in restart.reason else Rule.SKI_RENTAL)
+    assert all(v.rule is Rule.HOLD for v in verdicts if v.action is Action.HOLD)

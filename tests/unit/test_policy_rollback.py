@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specserve.api.models import Mode, Strategy
+from specserve.api.models import Mode, Rule, Strategy
 from specserve.policy.rollback import BAR_BASE, BAR_CAP, Failed, backoff, converged, rollback
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, Bar, PolicyState, Sample
@@ -23,7 +23,7 @@ def test_a_failed_restart_goes_back_to_the_mode_that_served_and_bars_the_other()
     state = PolicyState(mode=Mode.BASELINE, mode_since=100.0, last_switch=100.0, restarts=(100.0,), regret=5.0)
     failure = Failed(serving=Mode.SPECULATIVE, failed=Mode.BASELINE, reason="ProgressDeadlineExceeded: timed out")
     v = rollback(state, failure, 800.0)
-    assert (v.action, v.mode, v.applied) == (Action.ROLLBACK, Mode.SPECULATIVE, True)
+    assert (v.action, v.mode, v.applied, v.rule) == (Action.ROLLBACK, Mode.SPECULATIVE, True, Rule.ROLLBACK)
     assert "restart into Baseline did not roll out (ProgressDeadlineExceeded: timed out)" in v.reason
     assert v.state.mode is Mode.SPECULATIVE and v.state.mode_since == 800.0 and v.state.regret == 0.0
     assert v.state.restarts == (100.0, 800.0)  # the pods roll again: it counts against the budget
@@ -51,6 +51,7 @@ def test_a_failed_adaptive_rerender_goes_back_to_the_crossover_that_served_and_b
     state = replace(initial_state(k, Mode.SPECULATIVE, 0.0), adaptive_crossover=64.0)
     moved = decide(k, None, state, Sample(time=10.0, demand=1.0))
     assert moved.action is Action.RECONFIGURE and moved.state.served_crossover == 64.0
+    assert moved.rule is Rule.RECONFIGURE
     failure = Failed(Mode.SPECULATIVE, Mode.SPECULATIVE, "ProgressDeadlineExceeded", crossover=64.0)
     back = rollback(moved.state, failure, 700.0)
     assert back.action is Action.ROLLBACK and back.adaptive_crossover == 64.0

@@ -8,7 +8,7 @@ import math
 import random
 from dataclasses import replace
 
-from specserve.api.models import Mode, Weights
+from specserve.api.models import Mode, Rule, Weights
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState
 from specserve.policy.weights import robust_weights
@@ -76,9 +76,11 @@ def test_failover_off_an_unready_pool_is_immediate_and_overrides_everything() ->
     v = decide(k, KNEES, state, sample(15.0, None, ready_spec=0, error="Prometheus timed out"))
     assert v.action is Action.SET_WEIGHTS and v.weights == Weights(speculative=0, baseline=100)
     assert v.state.mode is Mode.BASELINE and "no Ready replica" in v.reason
+    assert v.rule is Rule.FAILOVER  # typed, whatever the reason's wording
     # low demand would want everything on speculation, but that pool still has nobody Ready
     v2 = decide(k, KNEES, v.state, sample(30.0, 2.0, ready_spec=0))
     assert v2.action is Action.HOLD and v2.state.weights == Weights(speculative=0, baseline=100)
+    assert v2.rule is Rule.HOLD
     # and the other way round
     v3 = decide(k, KNEES, start(30), sample(45.0, 100.0, ready_base=0))
     assert v3.weights == Weights(speculative=100, baseline=0)

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from specserve.api.models import HISTORY_LIMIT, ConditionStatus, LoadSnapshot, Mode, SpecServeStatus, Weights
+from dataclasses import replace
+
+from specserve.api.models import (
+    HISTORY_LIMIT,
+    ConditionStatus,
+    LoadSnapshot,
+    Mode,
+    Rule,
+    SpecServeStatus,
+    Weights,
+)
 from specserve.metrics.signal import Reading, Reason
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample, Verdict
 from specserve.switching.record import (
@@ -21,7 +31,8 @@ W = Weights(speculative=25, baseline=75)
 
 
 def verdict(action: Action = Action.SET_WEIGHTS, applied: bool = True) -> Verdict:
-    return Verdict(STATE, action, Mode.BASELINE, W, "demand 31.0 > crossover", applied=applied, demand=31.04)
+    rule = Rule.SPLIT if action is not Action.HOLD else Rule.HOLD
+    return Verdict(STATE, action, Mode.BASELINE, W, "demand 31.0 > crossover", applied=applied, demand=31.04, rule=rule)
 
 
 def test_a_decision_records_from_to_action_weights_and_demand() -> None:
@@ -30,6 +41,13 @@ def test_a_decision_records_from_to_action_weights_and_demand() -> None:
         Mode.SPECULATIVE, Mode.BASELINE, "SetWeights", W
     )  # fmt: skip
     assert entry.concurrency == 31.04 and entry.time == "2027-01-15T08:00:00Z" and entry.applied
+    assert entry.rule is Rule.SPLIT
+
+
+def test_a_decision_names_its_rule_and_a_hold_none() -> None:
+    failover = replace(verdict(), rule=Rule.FAILOVER)
+    assert decision(failover, Mode.SPECULATIVE, 0.0).rule is Rule.FAILOVER
+    assert decision(verdict(Action.HOLD), Mode.BASELINE, 0.0).rule is None
 
 
 def test_history_keeps_the_last_entries_only() -> None:

@@ -101,6 +101,20 @@ class Mode(StrEnum):
     BASELINE = "Baseline"
 
 
+class Rule(StrEnum):
+    """Which switching rule made a decision (status.history[].rule, the `rule` label of
+    specserve_decisions_total): a fixed set, never derived from the reason's wording."""
+
+    HOLD = "Hold"
+    FAILOVER = "Failover"  # TrafficSplit: all weight off a pool without a Ready replica
+    SPLIT = "Split"  # TrafficSplit's open loop: the split the curves give for the demand
+    CLOSED_LOOP = "ClosedLoop"  # TrafficSplit's closed loop: a forecast move from where the requests are
+    SKI_RENTAL = "SkiRental"  # Restart: the regret paid for staying exceeds the restart's cost
+    DOMINANT = "Dominant"  # Restart: the other mode serves more at every measured concurrency
+    RECONFIGURE = "Reconfigure"  # Adaptive: the crossover moved, the config is re-rendered
+    ROLLBACK = "Rollback"  # the loop undoing its own change whose roll failed
+
+
 class Algorithm(StrEnum):
     EAGLE3 = "EAGLE3"
     EAGLE = "EAGLE"
@@ -630,6 +644,7 @@ class Decision(Model):
     concurrency: float | None = None
     applied: bool = True
     action: str | None = Field(default=None, description="Hold, SetWeights, Restart or Reconfigure.")
+    rule: Rule | None = Field(default=None, description="The switching rule that made the decision.")
     weights: Weights | None = Field(default=None, description="TrafficSplit: the weights decided.")
 
 

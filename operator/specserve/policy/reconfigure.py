@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specserve.api.models import Rule
 from specserve.policy.curves import ModeCurves, better_mode, crossover
 from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
@@ -62,4 +63,5 @@ def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState,
         mode=state.mode,
         adaptive_crossover=c,
         notes=notes,
+        rule=Rule.RECONFIGURE,
     )

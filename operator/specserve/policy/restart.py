@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from specserve.api.models import Mode
+from specserve.api.models import Mode, Rule
 from specserve.policy.curves import ModeCurves
 from specserve.policy.forecast import (
     History,
@@ -206,4 +206,5 @@ def decide_restart(
         reason=f"{load}; {why}",
         changed=changed,
         mode=target,
+        rule=Rule.DOMINANT if always and regret < fore.threshold else Rule.SKI_RENTAL,
     )

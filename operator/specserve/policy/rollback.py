@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specserve.api.models import Mode
+from specserve.api.models import Mode, Rule
 from specserve.policy.types import Action, Bar, PolicyState, Verdict
 
 BAR_BASE = 600.0  # seconds barred after the first failure
@@ -93,4 +93,5 @@ def rollback(state: PolicyState, failure: Failed, now: float) -> Verdict:
         weights=changed.weights,
         reason=why,
         adaptive_crossover=changed.adaptive_crossover,
+        rule=Rule.ROLLBACK,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specserve.api.models import Mode, Weights
+from specserve.api.models import Mode, Rule, Weights
 from specserve.policy.types import Action, PolicyState
 
 
@@ -18,6 +18,7 @@ class Step:
     weights: Weights | None = None  # desired weights; None: held.weights
     adaptive_crossover: float | None = None
     notes: tuple[str, ...] = ()
+    rule: Rule = Rule.HOLD  # which rule proposed the change (HOLD for a hold)
 
 
 def hold(state: PolicyState, reason: str, notes: tuple[str, ...] = ()) -> Step:

@@ -131,6 +131,7 @@ def _verdict(knobs: Knobs, before: PolicyState, step: Step, demand: float | None
         return Verdict(
             state=replace(step.changed, last_evaluation=now), action=step.action, mode=mode, weights=weights,
             reason=step.reason, demand=demand, adaptive_crossover=step.adaptive_crossover, notes=step.notes,
+            rule=step.rule,
         )  # fmt: skip
     advised = advice(step, held.pending.since if held.pending is not None else None)
     kept = replace(held, pending=advised)
@@ -143,5 +144,5 @@ def _verdict(knobs: Knobs, before: PolicyState, step: Step, demand: float | None
     return Verdict(
         state=kept, action=step.action, mode=mode, weights=weights, applied=False,
         reason=f"advisory (not applied): {step.reason}", demand=demand,
-        adaptive_crossover=step.adaptive_crossover, notes=step.notes,
+        adaptive_crossover=step.adaptive_crossover, notes=step.notes, rule=step.rule,
     )  # fmt: skip

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from specserve.api.models import Mode, Weights
+from specserve.api.models import Mode, Rule, Weights
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.predict import (
     FLOOR,
@@ -84,7 +84,7 @@ def moved(state: PolicyState, new: Weights, now: float) -> PolicyState:
     return replace(state, weights=new, mode=mode, mode_since=since, last_switch=now)
 
 
-def set_weights(held: PolicyState, after: PolicyState, new: Weights, now: float, reason: str) -> Step:
+def set_weights(held: PolicyState, after: PolicyState, new: Weights, now: float, reason: str, rule: Rule) -> Step:
     """A step that sets `new`: the next state is `held` when the change is not made (advisory), `after` moved to
     `new` when it is."""
     return Step(
@@ -94,6 +94,7 @@ def set_weights(held: PolicyState, after: PolicyState, new: Weights, now: float,
         changed=moved(after, new, now),
         mode=dominant(new),
         weights=new,
+        rule=rule,
     )
 
 
@@ -116,6 +117,7 @@ def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
         new,
         sample.time,
         f"failover: the {empty} pool has no Ready replica: weights {show(w)} -> {show(new)}",
+        Rule.FAILOVER,
     )
 
 
@@ -245,7 +247,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
         told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
     new = weights_of(top.weight)
     after = replace(held, pending=None) if dominant(new) is not dominant(w) else held
-    return set_weights(held, after, new, now, f"{told}: weights {show(w)} -> {show(new)}{limits}")
+    return set_weights(held, after, new, now, f"{told}: weights {show(w)} -> {show(new)}{limits}", Rule.CLOSED_LOOP)
 
 
 def relieves_overload(
@@ -346,4 +348,4 @@ def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: 
         pending=None if reached else Pending(PendingKind.MOVING, since, target.speculative),
     )
     reason = f"{where}: {best}; towards {towards} for {now - since:.0f} s: weights {show(w)} -> {show(new)}{limits}"
-    return set_weights(waiting, held_after, new, now, reason)
+    return set_weights(waiting, held_after, new, now, reason, Rule.SPLIT)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from specserve.api.models import Mode, Strategy, Weights
+from specserve.api.models import Mode, Rule, Strategy, Weights
 from specserve.policy.forecast import History, Ledger
 
 
@@ -149,3 +149,4 @@ class Verdict:
     demand: float | None = None
     adaptive_crossover: float | None = None  # Adaptive: the crossover to render the config from
     notes: tuple[str, ...] = field(default=())  # extra facts for status/events (e.g. "no crossover in the curves")
+    rule: Rule = Rule.HOLD  # the rule behind a change (status.history, the decisions metric)

@@ -271,8 +271,8 @@ class SwitchingLoop:
             telemetry.TARGET_WEIGHT.labels(ns, name, "speculative").set(done.persisted.weights.speculative)
             telemetry.TARGET_WEIGHT.labels(ns, name, "baseline").set(done.persisted.weights.baseline)
         if verdict.action is not Action.HOLD:
-            rule = telemetry.rule_of(verdict.reason)
-            telemetry.DECISIONS.labels(ns, name, verdict.action.value, rule, str(verdict.applied).lower()).inc()
+            applied = str(verdict.applied).lower()
+            telemetry.DECISIONS.labels(ns, name, verdict.action.value, verdict.rule.value, applied).inc()
         if done.changed:
             telemetry.SWITCHES.labels(ns, name, verdict.action.value).inc()
             message = f"{done.from_mode.value if done.from_mode else '-'} -> {verdict.mode.value}"

@@ -43,6 +43,7 @@ def decision(verdict: Verdict, from_mode: Mode, now: float) -> Decision:
         applied=verdict.applied,
         action=verdict.action.value,
         weights=verdict.weights,
+        rule=verdict.rule if verdict.action is not Action.HOLD else None,
     )
 
 
