@@ -75,27 +75,17 @@ if [ ${#want_kube[@]} -gt 0 ]; then
   (cd "$src" && "${build[@]}" "$ldflags" -o "$bin/" "${cmds[@]}")
 fi
 
-# --- etcd --------------------------------------------------------------------------------------------------------
-if ! have etcd; then
-  log "building etcd $ETCD_VERSION"
-  src="$dir/src/etcd"
+# --- etcd and kwok: one wrapper module each (etcd's server module has ../ replaces of its own) ---------------------
+build_wrapped() {  # build_wrapped NAME MODULE@VERSION PACKAGE: a wrapper module that requires MODULE -> $bin/NAME
+  local name="$1" module="$2" package="$3" src="$dir/src/$1"
+  log "building $name ${module#*@}"
   mkdir -p "$src"
-  printf 'module specserve.local/etcd-binary\n\ngo 1.24\n' >"$src/go.mod"
-  (cd "$src" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 \
-    || go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION")
-  (cd "$src" && "${build[@]}" "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
-fi
-
-# --- kwok --------------------------------------------------------------------------------------------------------
-if ! have kwok; then
-  log "building kwok $KWOK_VERSION"
-  src="$dir/src/kwok"
-  mkdir -p "$src"
-  printf 'module specserve.local/kwok-binary\n\ngo 1.24\n' >"$src/go.mod"
-  (cd "$src" && go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >/dev/null 2>&1 \
-    || go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
-  (cd "$src" && "${build[@]}" "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
-fi
+  printf 'module specserve.local/%s-binary\n\ngo 1.24\n' "$name" >"$src/go.mod"
+  (cd "$src" && go get "$module" >/dev/null 2>&1 || go get "$module")
+  (cd "$src" && "${build[@]}" "-s -w" -o "$bin/$name" "$package")
+}
+if ! have etcd; then build_wrapped etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3; fi
+if ! have kwok; then build_wrapped kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok; fi
 
 module_dir() {  # module_dir PATH@VERSION: the module's source in the Go module cache (downloaded if need be)
   go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
