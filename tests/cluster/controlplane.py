@@ -390,6 +390,17 @@ class ControlPlane:
         token = self.kubectl("create", "token", OPERATOR_SA, "-n", OPERATOR_NS, "--duration=2h").stdout.strip()
         return kubeconfig(self.workdir / f"{name}.kubeconfig", self.server, self.pki / "ca.crt", {"token": token})
 
+    def user_kubeconfig(self, user: str, namespace: str, *cluster_roles: str) -> Path:
+        """A kubeconfig for a person: ServiceAccount `user` of `namespace` (a token, over TLS), bound in that
+        namespace to `cluster_roles` (RoleBindings), and no more."""
+        self.kubectl("create", "serviceaccount", user, "-n", namespace)
+        for role in cluster_roles:
+            self.kubectl("create", "rolebinding", f"{user}-{role}", "-n", namespace, f"--clusterrole={role}",
+                         f"--serviceaccount={namespace}:{user}")  # fmt: skip
+        token = self.kubectl("create", "token", user, "-n", namespace, "--duration=2h").stdout.strip()
+        return kubeconfig(self.workdir / f"{namespace}-{user}.kubeconfig", self.server, self.pki / "ca.crt",
+                          {"token": token})  # fmt: skip
+
     def run_operator(self, pod: str, *extra: str, metrics_port: int | None = None) -> subprocess.Popen[bytes]:
         """`specserve run` with the chart's arguments, as the chart's ServiceAccount, over TLS."""
         cfg = self.operator_kubeconfig(pod)
