@@ -224,6 +224,36 @@ def test_a_gpu_quota_refusing_pods_is_named_within_one_resync(operator: ControlP
     assert time.monotonic() - seen < 2 * RESYNC + 30
 
 
+def test_a_podsecurity_warning_on_a_deployment_apply_is_logged_once_per_deployment(operator: ControlPlane) -> None:
+    """The real API server's Warning header (PodSecurity's "would violate" in a namespace that warns on the restricted
+    level; the pods are still admitted): the operator logs it at WARNING, once per Deployment. The default render
+    meets the restricted level; an engine run as root (runAsUser 0, for images that need it) does not."""
+    plane = operator
+    ns = namespace(plane, "psa")
+    plane.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/warn=restricted")
+    doc = example("llama31-8b-h100.yaml", ns)
+    doc["spec"]["engine"]["runAsUser"] = 0
+    plane.apply(doc)
+    wait_ready(plane, ns, doc["metadata"]["name"])
+    names = list(deployments(plane, ns))
+    assert names
+
+    def logged() -> dict[str, int]:
+        text = "".join(
+            (plane.workdir / f"operator-{pod}.log").read_text(errors="replace")
+            for pod in ("pod-a", "pod-b")
+            if (plane.workdir / f"operator-{pod}.log").exists()
+        )
+        marks = ("WARNING", "the API server warns on", "would violate PodSecurity")
+        lines = [line for line in text.splitlines() if all(m in line for m in marks)]
+        seen = {n: sum(1 for line in lines if f"/namespaces/{ns}/deployments/{n}:" in line) for n in names}
+        return seen if all(seen.values()) else {}
+
+    seen = wait_for(logged, 60, "the PodSecurity warning in the operator's log", interval=1)
+    time.sleep(3 * RESYNC)  # resync rounds: the same warning is not logged again
+    assert logged() == seen == dict.fromkeys(names, 1)
+
+
 # ------------------------------------------------------------------------------------------ rolls and failover
 
 
