@@ -50,6 +50,11 @@ APPLIES = _counter("specserve_applies", "Objects (re)applied because they drifte
 PRUNES = _counter(
     "specserve_prunes", "Owned objects deleted because the spec no longer renders them.", *SPECSERVE, "kind"
 )
+API_WARNINGS = _counter(
+    "specserve_api_warnings",
+    "Warning headers the API server sent on the operator's requests (PodSecurity, deprecations), by verb and resource.",
+    "verb", "resource",
+)  # fmt: skip
 
 # ------------------------------------------------------------------------------------------ load-based switching
 # Decision reasons are free text with numbers; the `rule` label keeps their leading words only (bounded).

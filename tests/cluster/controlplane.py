@@ -243,6 +243,8 @@ class ControlPlane:
     workdir: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     server: str = ""
+    argv: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)  # how each was started
+    order: list[str] = field(default_factory=list)  # first start order
 
     @property
     def pki(self) -> Path:
@@ -257,7 +259,10 @@ class ControlPlane:
         return self.workdir / "audit.log"
 
     def _start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        log = (self.workdir / f"{name}.log").open("wb")
+        log = (self.workdir / f"{name}.log").open("ab")  # appended to: a restarted process keeps its history
+        self.argv[name] = (list(argv), dict(env or {}))
+        if name not in self.order:
+            self.order.append(name)
         proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
                                 env={**os.environ, **(env or {})}, start_new_session=True)  # fmt: skip
         self.procs[name] = proc
@@ -319,12 +324,7 @@ class ControlPlane:
         kubeconfig(self.admin, self.server, p / "ca.crt",
                    {"client-certificate": str(p / "admin.crt"), "client-key": str(p / "admin.key")})  # fmt: skip
 
-        def ready() -> bool:
-            self._alive("etcd")
-            self._alive("kube-apiserver")
-            return self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0
-
-        wait_for(ready, 180, "kube-apiserver /readyz")
+        wait_for(self.apiserver_ready, 180, "kube-apiserver /readyz")
         auth = [f"--authentication-kubeconfig={self.admin}", f"--authorization-kubeconfig={self.admin}",
                 "--bind-address=127.0.0.1"]  # fmt: skip
         self._start("kube-controller-manager", [
@@ -363,6 +363,21 @@ class ControlPlane:
         wait_for(lambda: self.kubectl("get", "sa", "default", "-n", "default", check=False).returncode == 0,
                  60, "the default ServiceAccount")  # fmt: skip
 
+    def apiserver_ready(self) -> bool:
+        self._alive("etcd")
+        self._alive("kube-apiserver")
+        return self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0
+
+    def restart(self, name: str, down: float = 0.0, timeout: float = 180) -> None:
+        """Stop process `name` (SIGTERM: the API server closes its watches) and start it again with the same flags
+        and ports after `down` seconds; for the API server, wait until it is ready again."""
+        argv, env = self.argv[name]
+        self.stop_process(name)
+        time.sleep(down)
+        self._start(name, argv, env)
+        if name == "kube-apiserver":
+            wait_for(self.apiserver_ready, timeout, "kube-apiserver /readyz after its restart")
+
     def add_node(self, doc: dict[str, Any]) -> None:
         """Create a kwok node, then set its capacity through the status subresource (as a kubelet does; a create
         may drop status, and kwok keeps the capacity it finds)."""
@@ -390,6 +405,17 @@ class ControlPlane:
         token = self.kubectl("create", "token", OPERATOR_SA, "-n", OPERATOR_NS, "--duration=2h").stdout.strip()
         return kubeconfig(self.workdir / f"{name}.kubeconfig", self.server, self.pki / "ca.crt", {"token": token})
 
+    def user_kubeconfig(self, user: str, namespace: str, *cluster_roles: str) -> Path:
+        """A kubeconfig for a person: ServiceAccount `user` of `namespace` (a token, over TLS), bound in that
+        namespace to `cluster_roles` (RoleBindings), and no more."""
+        self.kubectl("create", "serviceaccount", user, "-n", namespace)
+        for role in cluster_roles:
+            self.kubectl("create", "rolebinding", f"{user}-{role}", "-n", namespace, f"--clusterrole={role}",
+                         f"--serviceaccount={namespace}:{user}")  # fmt: skip
+        token = self.kubectl("create", "token", user, "-n", namespace, "--duration=2h").stdout.strip()
+        return kubeconfig(self.workdir / f"{namespace}-{user}.kubeconfig", self.server, self.pki / "ca.crt",
+                          {"token": token})  # fmt: skip
+
     def run_operator(self, pod: str, *extra: str, metrics_port: int | None = None) -> subprocess.Popen[bytes]:
         """`specserve run` with the chart's arguments, as the chart's ServiceAccount, over TLS."""
         cfg = self.operator_kubeconfig(pod)
@@ -412,7 +438,10 @@ class ControlPlane:
             proc.wait(10)
 
     def stop(self) -> None:
-        for name in reversed(list(self.procs)):  # operators, kwok, the controllers, the API server, then etcd
+        # The operators first, then in reverse start order: kwok, the controllers, the API server (restarted or
+        # not), then etcd.
+        names = sorted(self.procs, key=lambda n: (not n.startswith("operator-"), -self.order.index(n)))
+        for name in names:
             self.stop_process(name, timeout=15)
 
     def audit(self, user: str = OPERATOR_USER) -> Iterator[dict[str, Any]]:

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from specserve.plugin.common import ANNOTATION_PAUSED
 from tests.cluster.controlplane import (
     FAIL_ANNOTATION,
     OPERATOR_NS,
@@ -220,6 +224,36 @@ def test_a_gpu_quota_refusing_pods_is_named_within_one_resync(operator: ControlP
     assert time.monotonic() - seen < 2 * RESYNC + 30
 
 
+def test_a_podsecurity_warning_on_a_deployment_apply_is_logged_once_per_deployment(operator: ControlPlane) -> None:
+    """The real API server's Warning header (PodSecurity's "would violate" in a namespace that warns on the restricted
+    level; the pods are still admitted): the operator logs it at WARNING, once per Deployment. The default render
+    meets the restricted level; an engine run as root (runAsUser 0, for images that need it) does not."""
+    plane = operator
+    ns = namespace(plane, "psa")
+    plane.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/warn=restricted")
+    doc = example("llama31-8b-h100.yaml", ns)
+    doc["spec"]["engine"]["runAsUser"] = 0
+    plane.apply(doc)
+    wait_ready(plane, ns, doc["metadata"]["name"])
+    names = list(deployments(plane, ns))
+    assert names
+
+    def logged() -> dict[str, int]:
+        text = "".join(
+            (plane.workdir / f"operator-{pod}.log").read_text(errors="replace")
+            for pod in ("pod-a", "pod-b")
+            if (plane.workdir / f"operator-{pod}.log").exists()
+        )
+        marks = ("WARNING", "the API server warns on", "would violate PodSecurity")
+        lines = [line for line in text.splitlines() if all(m in line for m in marks)]
+        seen = {n: sum(1 for line in lines if f"/namespaces/{ns}/deployments/{n}:" in line) for n in names}
+        return seen if all(seen.values()) else {}
+
+    seen = wait_for(logged, 60, "the PodSecurity warning in the operator's log", interval=1)
+    time.sleep(3 * RESYNC)  # resync rounds: the same warning is not logged again
+    assert logged() == seen == dict.fromkeys(names, 1)
+
+
 # ------------------------------------------------------------------------------------------ rolls and failover
 
 
@@ -301,6 +335,51 @@ def test_failover_when_kwok_takes_the_serving_pools_pods_away(operator: ControlP
     assert any(w > 0 for p, w in after.items() if p != victim)
 
 
+# ------------------------------------------------------------------------------------------ the kubectl plugin
+
+
+def plugin(plane: ControlPlane, cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl specserve ARGS` as a user would run it (kubectl finds the plugin on PATH), with `cfg`."""
+    return subprocess.run(["kubectl", "specserve", *args, f"--kubeconfig={cfg}"], capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, "KUBECONFIG": str(cfg)})  # fmt: skip
+
+
+def test_the_kubectl_plugin_with_the_charts_view_and_edit_roles(operator: ControlPlane) -> None:
+    plane = operator
+    ns = namespace(plane, "plugin")
+    doc = example("llama31-8b-h100.yaml", ns)
+    plane.apply(doc)
+    name = doc["metadata"]["name"]
+    wait_ready(plane, ns, name)
+    viewer = plane.user_kubeconfig("viewer", ns, "specserve-view")
+    editor = plane.user_kubeconfig("editor", ns, "specserve-view", "specserve-edit")
+    can_patch = plane.kubectl("auth", "can-i", "patch", SPECSERVE, "-n", ns, kubeconfig=viewer, check=False)
+    assert can_patch.stdout.strip() == "no", can_patch
+
+    for args in (("status", name), ("status",), ("explain", name), ("history", name)):
+        out = plugin(plane, viewer, *args, "-n", ns)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+        assert name in out.stdout or args[0] != "status", (args, out.stdout)
+    out = plugin(plane, viewer, "status", "-A")  # the view role is bound in one namespace only
+    assert out.returncode != 0 and "forbidden" in out.stderr, (out.stdout, out.stderr)
+
+    out = plugin(plane, viewer, "pause", name, "-n", ns)
+    assert out.returncode != 0, (out.stdout, out.stderr)
+    assert "forbidden" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert ANNOTATION_PAUSED not in (specserve(plane, ns, name)["metadata"].get("annotations") or {})
+
+    out = plugin(plane, editor, "pause", name, "-n", ns)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    assert specserve(plane, ns, name)["metadata"]["annotations"][ANNOTATION_PAUSED] == "true"
+    wait_for(lambda: condition(specserve(plane, ns, name), "Switching").get("reason") == "Paused", 60,
+             "Switching=False, Paused in status", interval=1)  # fmt: skip
+    out = plugin(plane, viewer, "status", name, "-n", ns)
+    assert out.returncode == 0 and "paused" in out.stdout.lower(), (out.stdout, out.stderr)
+    out = plugin(plane, editor, "resume", name, "-n", ns)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    assert ANNOTATION_PAUSED not in (specserve(plane, ns, name)["metadata"].get("annotations") or {})
+
+
 # ------------------------------------------------------------------------------------------ RBAC
 
 
@@ -355,4 +434,3 @@ def test_a_standby_takes_the_lease_when_the_leader_dies_and_then_acts(operator: 
 def test_no_process_died(operator: ControlPlane) -> None:
     for name, proc in operator.procs.items():
         assert proc.poll() is None, f"{name} exited:\n{operator.log_tail(name)}"
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import ssl
 import subprocess
@@ -489,3 +490,30 @@ async def test_a_lane_has_its_own_connections_and_the_same_write_fence(server: S
         await asyncio.gather(*holding, return_exceptions=True)
         await kube.close()
         await lane.close()
+
+
+async def test_warning_headers_are_logged_once_and_shared_with_the_lane(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    def warned(_: web.Request) -> web.StreamResponse:
+        response = web.json_response({"metadata": {"name": "web"}})
+        response.headers.add("Warning", '299 - "would violate PodSecurity \\"restricted:latest\\": runAsNonRoot"')
+        response.headers.add("Warning", '299 - "second"')
+        return response
+
+    server.scripted.script(DEPLOY_PATH, warned)
+    kube = server.client()
+    lane = kube.lane()
+    manifest = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "llm"}}
+    try:
+        with caplog.at_level(logging.WARNING, logger="specserve.kube.client"):
+            await kube.apply(manifest)
+            await lane.apply(manifest)
+            assert await kube.get(DEPLOYMENT, "llm", "web") == {"metadata": {"name": "web"}}
+    finally:
+        await kube.close()
+        await lane.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        f'the API server warns on PATCH {DEPLOY_PATH}: would violate PodSecurity "restricted:latest": runAsNonRoot',
+        f"the API server warns on PATCH {DEPLOY_PATH}: second",
+    ]  # once per (object, text): not again for the lane's apply, nor for a GET of the same object

@@ -28,6 +28,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
 
 from specserve.clock import rfc3339
+from specserve.kube.apiwarnings import WarningLog, parse
 from specserve.kube.events import COMBINED, Correlator, Posting
 from specserve.kube.kinds import Kind, kind_of
 from specserve.render.yamljson import yaml_safe_json
@@ -84,6 +85,7 @@ class _Response:
     status: int
     data: Any
     retry_after: float | None
+    warnings: tuple[str, ...] = ()
 
 
 def _ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext | bool:
@@ -119,6 +121,7 @@ class KubeClient:
         self._may_write: Callable[[], bool] | None = None
         self._auth: tuple[float, dict[str, str]] | None = None  # when the headers were read, the headers
         self.events = Correlator()  # shared with lane(): one memory of the Events posted per process
+        self.warnings = WarningLog()  # shared with lane() and sibling(): each warning logged once per process
 
     def fence(self, may_write: Callable[[], bool]) -> None:
         """Send no write (POST, PUT, PATCH, DELETE; every retry included) unless `may_write()` says so at that
@@ -132,12 +135,15 @@ class KubeClient:
         other = KubeClient(self._configuration, self._options)
         other.fence(lambda: self._may_write is None or self._may_write())
         other.events = self.events
+        other.warnings = self.warnings
         return other
 
     def sibling(self) -> KubeClient:
         """A client with the same credentials and options, its own connections, and no fence (the Lease's own
         writes must go out while the fence is closed; client-go's leader election has its own client too)."""
-        return KubeClient(self._configuration, self._options)
+        other = KubeClient(self._configuration, self._options)
+        other.warnings = self.warnings
+        return other
 
     @classmethod
     def from_environment(cls, options: ClientOptions | None = None) -> KubeClient:
@@ -199,6 +205,7 @@ class KubeClient:
             async with self._get_session().request(method, url, data=data, headers=headers, **extra) as response:
                 raw = await response.read()
                 status, retry_after = response.status, _retry_after(response.headers)
+                warnings = tuple(parse(response.headers.getall("Warning", ())))
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             # Connection refused or reset, TLS, timeouts (connect or total), malformed responses.
             raise KubeError(0, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
@@ -209,7 +216,7 @@ class KubeClient:
             if status < 300:
                 raise KubeError(status, f"HTTP {status}: non-JSON response: {raw[:200]!r}") from None
             parsed = raw[:200].decode(errors="replace")
-        return _Response(status, parsed, retry_after)
+        return _Response(status, parsed, retry_after, warnings)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         cap = min(self._options.backoff_max, self._options.backoff_base * 2**attempt)
@@ -249,6 +256,9 @@ class KubeClient:
                 delay = self._delay(attempt, None)
                 log.debug("%s %s: %s; retrying in %.2f s", method, path, exc, delay)
             else:
+                if response.warnings:
+                    name = body.get("metadata", {}).get("name") if method == "POST" and isinstance(body, dict) else None
+                    self.warnings.record(method, f"{path}/{name}" if name else path, response.warnings)
                 if response.status not in RETRIABLE_STATUSES or attempt + 1 >= tries:
                     return response.status, response.data
                 delay = self._delay(attempt, response.retry_after)
