@@ -54,4 +54,11 @@ bash scripts/sglang-env.sh; . .cache/sglang/env.sh  # CONFORMANCE-ENV: SGLang en
 # Two workers, each test file on one of them (module fixtures run once): most integration tests wait on the
 # operator, so the machine's two cores overlap them with the CPU-bound unit tests. SPECSERVE_TEST_WORKERS=0: one
 # process.
-pytest -q -p no:cacheprovider -n "${SPECSERVE_TEST_WORKERS:-2}" --dist loadfile "$@"
+if [ "$#" -gt 0 ]; then  # the tests asked for
+  pytest -q -p no:cacheprovider -n "${SPECSERVE_TEST_WORKERS:-2}" --dist loadfile "$@"
+  exit
+fi
+pytest -q -p no:cacheprovider -n "${SPECSERVE_TEST_WORKERS:-2}" --dist loadfile --ignore=tests/cluster
+
+step "tests/cluster on the real control plane (one process: one control plane serves the whole tier, in file order)"
+pytest -q -p no:cacheprovider tests/cluster
