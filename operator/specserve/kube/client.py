@@ -392,10 +392,11 @@ class KubeClient:
         name = meta.get("name", "object")
         who = (str(meta.get("uid") or ""), namespace, str(involved.get("kind")), str(name))
         message = message[:1024]
-        # An explicit unique name: like kubectl's <object>.<random>, and it needs no generateName support.
-        posting = self.events.correlate(
-            who, type_, reason, message, time.time(), lambda: f"{name}.{uuid.uuid4().hex[:16]}"
-        )
+
+        def fresh_name() -> str:  # like kubectl's <object>.<random>; it needs no generateName support
+            return f"{name}.{uuid.uuid4().hex[:16]}"
+
+        posting = self.events.correlate(who, type_, reason, message, time.time(), fresh_name)
         try:
             if not posting.new and await self._bump_event(namespace, posting):
                 self.events.posted(who, type_, reason, posting)
@@ -403,9 +404,8 @@ class KubeClient:
             if not posting.new:  # the Event expired on the server (its TTL): post it afresh
                 self.events.forget(who, type_, reason, posting)
                 posting = self.events.correlate(
-                    who, type_, reason, posting.message.removeprefix(COMBINED), posting.last,
-                    lambda: f"{name}.{uuid.uuid4().hex[:16]}",
-                )  # fmt: skip
+                    who, type_, reason, posting.message.removeprefix(COMBINED), posting.last, fresh_name
+                )
             await self.create(EVENT, namespace, _event(involved, namespace, reason, type_, component, posting))
             self.events.posted(who, type_, reason, posting)
         except KubeError as exc:
