@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric
 from prometheus_client.core import GaugeMetricFamily
@@ -27,22 +27,24 @@ SPECSERVE = ("namespace", "name")  # the labels of a series per SpecServe
 
 
 _SET: list[Counter | Gauge] = []  # the metrics in _OBJECTS, for forget()
+_M = TypeVar("_M", Counter, Gauge)
+
+
+def _metric(kind: type[_M], name: str, doc: str, labels: tuple[str, ...]) -> _M:
+    """A metric in REGISTRY, or, when its series are per SpecServe, in _OBJECTS (served filtered by the cache)."""
+    if labels[:2] != SPECSERVE:
+        return kind(name, doc, labels, registry=REGISTRY)
+    metric = kind(name, doc, labels, registry=_OBJECTS)
+    _SET.append(metric)
+    return metric
 
 
 def _counter(name: str, doc: str, *labels: str) -> Counter:
-    if labels[:2] != SPECSERVE:
-        return Counter(name, doc, labels, registry=REGISTRY)
-    metric = Counter(name, doc, labels, registry=_OBJECTS)
-    _SET.append(metric)
-    return metric
+    return _metric(Counter, name, doc, labels)
 
 
 def _gauge(name: str, doc: str, *labels: str) -> Gauge:
-    if labels[:2] != SPECSERVE:
-        return Gauge(name, doc, labels, registry=REGISTRY)
-    metric = Gauge(name, doc, labels, registry=_OBJECTS)
-    _SET.append(metric)
-    return metric
+    return _metric(Gauge, name, doc, labels)
 
 
 RECONCILES = _counter("specserve_reconciles", "Reconciles run, by result.", *SPECSERVE, "result")
@@ -57,7 +59,7 @@ API_WARNINGS = _counter(
 )  # fmt: skip
 
 # ------------------------------------------------------------------------------------------ load-based switching
-# Decision reasons are free text with numbers; the `rule` label keeps their leading words only (bounded).
+# Decision reasons are free text with numbers; the `rule` label is the typed rule (api.models.Rule, bounded).
 EVALUATIONS = _counter(
     "specserve_evaluations", "Switching evaluations, by whether the load was known.", *SPECSERVE, "load"
 )
