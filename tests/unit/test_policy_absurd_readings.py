@@ -15,6 +15,7 @@ from specserve.policy.predict import jitter
 from specserve.policy.switching import MAX_DEMAND, decide
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample
 from tests.unit.policy_helpers import ILLUSTRATIVE, knobs, profile_curves
+from tests.unit.test_policy_predict import observed
 
 CURVES = profile_curves(ILLUSTRATIVE)
 
@@ -24,15 +25,6 @@ def split_state(spec_weight: int = 50, readings: tuple[float, ...] = ()) -> Poli
         mode=Mode.SPECULATIVE, mode_since=-10_000.0, recent_demand=readings,
         weights=Weights(speculative=spec_weight, baseline=100 - spec_weight),
     )  # fmt: skip
-
-
-def observed(t: float, running_spec: float, running_base: float) -> Sample:
-    return Sample(
-        time=t,
-        demand=running_spec + running_base,
-        speculative=PoolSignal(ready_replicas=1, running=running_spec, queued=0.0),
-        baseline=PoolSignal(ready_replicas=1, running=running_base, queued=0.0),
-    )
 
 
 def test_the_noise_estimate_does_not_overflow_and_is_scale_free() -> None:

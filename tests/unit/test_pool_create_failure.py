@@ -14,7 +14,7 @@ from specserve.status import pool_moved
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import with_
 from tests.unit.test_reconcile import cond, run, serving
-from tests.unit.test_rollout_faults import BASE, DEADLINE, SPEC, deployment
+from tests.unit.test_rollout_faults import DEADLINE, SPEC, deployment, first_rolled
 
 JSON = dict[str, Any]
 QUOTA = (
@@ -57,14 +57,7 @@ async def test_a_gpu_quota_is_named_in_status_in_one_pass() -> None:
     kube = FakeKube()
     await serving(kube)
     change = with_({"engine.memFractionStatic": 0.8})
-    stuck = None
-    for _ in range(6):  # roll the first pool; the quota refuses its new pods
-        await run(kube, change, 2)
-        rolled = [n for n in (SPEC, BASE) if kube.objects[("Deployment", n)]["status"].get("readyReplicas") == 0]
-        if rolled:
-            stuck = rolled[0]
-            break
-    assert stuck is not None
+    stuck = await first_rolled(kube, change)  # roll the first pool; the quota refuses its new pods
     assert cond(kube, "Progressing")["reason"] != "FailedCreate"
     refused(kube.objects[("Deployment", stuck)])
     outcome = await run(kube, change, 2)

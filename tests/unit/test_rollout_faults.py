@@ -334,18 +334,21 @@ async def test_an_unreadable_hpa_list_still_reports_the_writer() -> None:
 # ------------------------------------------------------------------------------------------ whole passes
 
 
+async def first_rolled(kube: FakeKube, change: JSON) -> str:
+    """Reconcile `change` until the first pool has rolled (drained to 0 Ready); that pool's name."""
+    for _ in range(6):
+        await run(kube, change, 2)
+        rolled = [n for n in (SPEC, BASE) if kube.objects[("Deployment", n)]["status"].get("readyReplicas") == 0]
+        if rolled:
+            return rolled[0]
+    raise AssertionError("no pool rolled in 6 passes")
+
+
 async def test_a_stuck_pool_is_named_in_one_pass_with_one_warning() -> None:
     kube = FakeKube()
     await serving(kube)
     change = with_({"engine.memFractionStatic": 0.8})
-    stuck = None
-    for _ in range(6):  # drain and roll the first pool; its new pods never come up
-        await run(kube, change, 2)
-        rolled = [n for n in (SPEC, BASE) if kube.objects[("Deployment", n)]["status"].get("readyReplicas") == 0]
-        if rolled:
-            stuck = rolled[0]
-            break
-    assert stuck is not None
+    stuck = await first_rolled(kube, change)  # drain and roll the first pool; its new pods never come up
     labels = kube.objects[("Deployment", stuck)]["spec"]["selector"]["matchLabels"]
     bad = pod(f"{stuck}-1", waiting="ImagePullBackOff", message="no such image")
     kube.put({"apiVersion": "v1", "kind": "Pod", **{**bad, "metadata": {**bad["metadata"], "labels": labels}}})
