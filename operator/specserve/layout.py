@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from specserve.api.models import Autoscaling, Mode, PoolSpec, SpecServe, Strategy
 
 MANAGED_BY = "specserve"
+# The field managers this operator writes with (server-side apply), each owning its own fields. Every one starts
+# with MANAGED_BY: a manager of another prefix is someone else (specserve.pool_state tells them apart).
+MANAGER = MANAGED_BY  # the reconcile: the children it renders and its status fields
+SWITCHING_MANAGER = f"{MANAGED_BY}-switching"  # the switching loop's status fields
+# Holds spec.replicas while MANAGER lets go of it (Kubernetes "Server-Side Apply: Transferring ownership"): the
+# field is never left without a manager, so the server never resets it to its default.
+HANDOVER_MANAGER = f"{MANAGED_BY}-handover"
 LABEL_INSTANCE = "specserve.io/instance"
 LABEL_POOL = "specserve.io/pool"
 LABEL_MODE = "specserve.io/mode"

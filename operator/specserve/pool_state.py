@@ -24,11 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserve.layout import MANAGED_BY  # every field manager of this operator starts with it
+
 # On the Deployment (not its pod template, which would roll the pods again): which template we applied.
 TEMPLATE_HASH = "specserve.io/template-hash"
 DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 REPLICA_FAILURE = "ReplicaFailure"  # the condition type; its reason is FailedCreate (or FailedDelete)
-OUR_MANAGERS = "specserve"  # prefix of every field manager this operator writes with
 
 
 def _int(value: Any) -> int:
@@ -140,7 +141,7 @@ def foreign_template_owner(live: Mapping[str, Any]) -> bool:
     """Whether a field manager other than ours owns fields of the pod template (kubectl edit, another
     controller). A mutating webhook's additions come with our own request and are no foreign edit."""
     for entry in (live.get("metadata") or {}).get("managedFields") or []:
-        if not isinstance(entry, Mapping) or str(entry.get("manager", "")).startswith(OUR_MANAGERS):
+        if not isinstance(entry, Mapping) or str(entry.get("manager", "")).startswith(MANAGED_BY):
             continue
         if entry.get("subresource"):
             continue
@@ -153,7 +154,7 @@ def foreign_replicas_owner(live: Mapping[str, Any]) -> str | None:
     """The field manager other than ours that last wrote `spec.replicas` (an autoscaler through the scale
     subresource, a hand scale), if any."""
     for entry in (live.get("metadata") or {}).get("managedFields") or []:
-        if not isinstance(entry, Mapping) or str(entry.get("manager", "")).startswith(OUR_MANAGERS):
+        if not isinstance(entry, Mapping) or str(entry.get("manager", "")).startswith(MANAGED_BY):
             continue
         fields = entry.get("fieldsV1")
         spec = fields.get("f:spec") if isinstance(fields, Mapping) else None

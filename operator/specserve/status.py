@@ -16,6 +16,7 @@ from specserve.api.conditions import (
     AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
     CONDITION_ORDER,
+    CURVE_DRIFT,
     DEGRADED,
     INVALID_SPEC,
     METRICS_AVAILABLE,
@@ -37,6 +38,7 @@ from specserve.api.models import (
     Strategy,
     Weights,
 )
+from specserve.layout import MANAGER, SWITCHING_MANAGER
 from specserve.pool_state import read_pool
 
 
@@ -346,37 +348,50 @@ def invalid_status(
     return previous.model_copy(update={"conditions": conds, "pools": [p.report() for p in running.values()]})
 
 
-# The status fields each writer owns and server-side applies under its own field manager (as cert-manager's
-# sub-controllers do); `conditions` is a list map keyed by type, so each owns its condition types.
-RECONCILE_MANAGER = "specserve"
-RECONCILE_FIELDS = ("observedGeneration", "activeMode", "weights", "pools", "rollout")
-RECONCILE_CONDITIONS = frozenset(
-    {READY, SPECULATIVE_POOL_READY, BASELINE_POOL_READY, ROUTE_READY, POD_MONITOR_READY, PROGRESSING, DEGRADED}
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One writer of the status: the fields and condition types it owns, server-side applied under its own field
+    manager (as cert-manager's sub-controllers do). `conditions` is a list map keyed by type, so each writer owns
+    its condition types; neither ever sends the other's, so neither can undo the other with an older copy."""
+
+    manager: str
+    fields: tuple[str, ...]
+    conditions: frozenset[str]
+
+    def body(self, status: SpecServeStatus) -> JSON:
+        """The writer's whole apply body: its fields and its conditions (when it has any), nothing of the other's."""
+        full = status_body(status)
+        out = {k: full[k] for k in self.fields if k in full}
+        conditions = [c for c in full.get("conditions") or [] if c["type"] in self.conditions]
+        if conditions:
+            out["conditions"] = conditions
+        return out
+
+    def differs(self, stored: SpecServeStatus, new: SpecServeStatus) -> bool:
+        """Whether the stored status (`read_status` of the live body) differs from `new` in this writer's own
+        fields: a steady state writes nothing."""
+        return self._comparable(stored) != self._comparable(new)
+
+    def _comparable(self, status: SpecServeStatus) -> JSON:
+        # A list map's order is the server's business (the other writer's apply can reorder it).
+        body = self.body(status)
+        return {**body, "conditions": sorted(body.get("conditions", []), key=lambda c: str(c["type"]))}
+
+
+RECONCILE = Writer(
+    MANAGER,
+    ("observedGeneration", "activeMode", "weights", "pools", "rollout"),
+    frozenset({READY, SPECULATIVE_POOL_READY, BASELINE_POOL_READY, ROUTE_READY, POD_MONITOR_READY, PROGRESSING,
+               DEGRADED}),
+)  # fmt: skip
+SWITCHING_LOOP = Writer(
+    SWITCHING_MANAGER,
+    ("switching", "load", "lastDecision", "history", "learning"),
+    frozenset({METRICS_AVAILABLE, SWITCHING, CURVE_DRIFT}),
 )
-
-
-def reconcile_fields(status: SpecServeStatus) -> dict[str, Any]:
-    """The reconcile's whole apply body: the fields it owns and its conditions, nothing of the switching loop."""
-    body = status_body(status)
-    out = {k: body[k] for k in RECONCILE_FIELDS if k in body}
-    out["conditions"] = [c for c in body.get("conditions") or [] if c["type"] in RECONCILE_CONDITIONS]
-    return out
-
-
-def reconcile_fields_differ(live: Any, new: SpecServeStatus) -> bool:
-    """Whether the live status (as the server stores it) differs from `new` in the reconcile's own fields: a
-    steady state writes nothing. Unreadable live status differs (it is rebuilt)."""
-    try:
-        seen = SpecServeStatus.model_validate(live or {})
-    except ValueError:
-        return True
-
-    def comparable(status: SpecServeStatus) -> dict[str, Any]:
-        # A list map's order is the server's business (another writer's apply can reorder it).
-        fields = reconcile_fields(status)
-        return {**fields, "conditions": sorted(fields["conditions"], key=lambda c: str(c["type"]))}
-
-    return comparable(seen) != comparable(new)
 
 
 def status_body(status: SpecServeStatus) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from specserve.kube.client import KubeError
-from specserve.reconcile.apply import HANDOVER_MANAGER, handover, owns_replicas
+from specserve.layout import HANDOVER_MANAGER
+from specserve.reconcile.apply import handover, owns_replicas
 from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import with_

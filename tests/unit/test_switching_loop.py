@@ -17,8 +17,7 @@ from specserve.metrics.promql import LOAD_SIGNALS, PoolKey, Query, Signal, Windo
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
-from specserve.status import merge_patch
-from specserve.switching.evaluate import LOOP_FIELDS
+from specserve.status import SWITCHING_LOOP, merge_patch
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
 
 NS = "llm"
@@ -56,7 +55,7 @@ class FakeKube:
         tracked = self.registry.get((namespace, name))
         assert tracked is not None
         body = copy.deepcopy(tracked.body)
-        status = {k: v for k, v in (body.get("status") or {}).items() if k not in LOOP_FIELDS}
+        status = {k: v for k, v in (body.get("status") or {}).items() if k not in SWITCHING_LOOP.fields}
         mine = [c for c in status_body.get("conditions", [])]
         kept = [c for c in status.get("conditions", []) if c["type"] not in {m["type"] for m in mine}]
         status.update({k: v for k, v in status_body.items() if k != "conditions"})

@@ -17,7 +17,8 @@ from specserve.metrics.signal import Reading
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.switching import decide
 from specserve.policy.types import PoolSignal, Sample
-from specserve.switching.evaluate import FIELD_MANAGER, LOOP_FIELDS, Evaluation, evaluate
+from specserve.status import SWITCHING_LOOP
+from specserve.switching.evaluate import Evaluation, evaluate
 from specserve.switching.record import Source
 from specserve_kubefake import SPECSERVES, FakeApiServer
 
@@ -83,7 +84,7 @@ async def test_the_loop_and_the_reconcile_each_keep_their_own_status_fields(
     assert stored["status"]["activeMode"] == "Baseline"  # the reconcile's field untouched
     assert conditions(stored) == {"Ready": "True", "MetricsAvailable": "True", "Switching": "False"}
     owned = managers(stored)
-    mine = owned[FIELD_MANAGER]["f:status"]
+    mine = owned[SWITCHING_LOOP.manager]["f:status"]
     assert {f"f:{k}" for k in ("switching", "load")} <= set(mine) and "f:activeMode" not in mine
     assert "f:switching" not in owned["specserve"]["f:status"]
     # The reconcile writes again (a body without the loop's fields): the loop's fields stay.
@@ -109,4 +110,20 @@ async def test_nothing_is_written_when_the_live_fields_already_hold_the_intent(
     writes = len(fake.requests)
     same = await loop_round(kube, fake, 7.2, 1005.0)  # demand barely moved: nothing worth a write
     assert not same.written and len(fake.requests) == writes
-    assert set(LOOP_FIELDS) >= {"switching", "load", "lastDecision", "history"}
+    assert set(SWITCHING_LOOP.fields) >= {"switching", "load", "lastDecision", "history"}
+
+
+async def test_the_order_the_server_keeps_the_conditions_in_is_no_reason_to_write(
+    kube: KubeClient, fake: FakeApiServer
+) -> None:
+    """The conditions are a list map: the server may keep them in any order (another manager's apply reorders
+    them). The loop compares by type, as the reconcile does, so a steady state still writes nothing."""
+    await loop_round(kube, fake, 7.0, 1000.0)
+    stored = fake.get(SPECSERVES, NS, NAME)
+    assert stored is not None
+    shuffled = list(reversed(stored["status"]["conditions"]))
+    assert [c["type"] for c in shuffled] == ["Switching", "MetricsAvailable"]
+    fake.patch_status(SPECSERVES, NS, NAME, {"conditions": shuffled})
+    writes = len(fake.requests)
+    same = await loop_round(kube, fake, 7.2, 1005.0)
+    assert not same.written and len(fake.requests) == writes

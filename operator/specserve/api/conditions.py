@@ -1,6 +1,6 @@
 """A SpecServe's status conditions: their types, the reasons more than one module writes or reads, and the one way
-to find a condition by type. Which writer owns which condition is in specserve.status (RECONCILE_CONDITIONS) and
-specserve.switching.evaluate (LOOP_CONDITIONS)."""
+to find a condition by type. Which writer owns which condition is in specserve.status (the Writer table: RECONCILE,
+SWITCHING_LOOP)."""
 
 from __future__ import annotations
 

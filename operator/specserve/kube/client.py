@@ -31,9 +31,10 @@ from specserve.clock import rfc3339
 from specserve.kube.apiwarnings import WarningLog, parse
 from specserve.kube.events import COMBINED, Correlator, Posting
 from specserve.kube.kinds import Kind, kind_of
+from specserve.layout import MANAGER
 from specserve.render.yamljson import yaml_safe_json
 
-FIELD_MANAGER = "specserve"
+FIELD_MANAGER = MANAGER  # the reconcile's (specserve.layout names every manager)
 JSON = dict[str, Any]
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,10 @@ from typing import Any, Protocol
 from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
 from specserve.kube.kinds import CONFIGMAP, DEPLOYMENT, HTTPROUTE, OWNED_KINDS, PODMONITOR, SERVICE, Kind, Ref, kind_of
-from specserve.layout import LABEL_INSTANCE
+from specserve.layout import HANDOVER_MANAGER, LABEL_INSTANCE
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
-# Holds spec.replicas while the `specserve` manager lets go of it (Kubernetes "Server-Side Apply: Transferring
-# ownership"): the field is never left without a manager, so the server never resets it to its default.
-HANDOVER_MANAGER = "specserve-handover"
 # Kinds whose API may be absent (a 404 on apply means "not installed", and only their own condition says so).
 OPTIONAL_KINDS = frozenset({PODMONITOR.kind})
 # Kinds of optional APIs (CRDs a cluster may lack): a 404 on their apply means "not installed", never a failure

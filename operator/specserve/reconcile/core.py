@@ -54,7 +54,7 @@ from specserve.reconcile.target import Target, rendered_spec, target
 from specserve.reconcile.traffic import gateway_pending, keep_serving, moves_off_dead, servable, with_live_backends
 from specserve.render.manifests import Pool, pools
 from specserve.status import (
-    RECONCILE_MANAGER,
+    RECONCILE,
     Observation,
     Part,
     PoolHealth,
@@ -63,8 +63,6 @@ from specserve.status import (
     new_failures,
     observed_status,
     read_status,
-    reconcile_fields,
-    reconcile_fields_differ,
     same_status,
 )
 
@@ -107,12 +105,12 @@ def current_status(body: Mapping[str, Any], last_write: StatusWrite | None = Non
 async def _write_status(kube: Kube, body: Mapping[str, Any], new: SpecServeStatus) -> JSON | None:
     """Server-side apply of the reconcile's own status fields, only when they differ from the live ones; the
     object as the server stored it (None: nothing written)."""
-    if not reconcile_fields_differ(body.get("status"), new):
+    if not RECONCILE.differs(read_status(body), new):
         return None
     meta = body["metadata"]
     try:
         return await kube.apply_status(
-            SPECSERVE, meta["namespace"], meta["name"], reconcile_fields(new), field_manager=RECONCILE_MANAGER
+            SPECSERVE, meta["namespace"], meta["name"], RECONCILE.body(new), field_manager=RECONCILE.manager
         )
     except KubeError as exc:  # the next reconcile writes it again
         log.warning("status of %s/%s not written: %s", meta["namespace"], meta["name"], exc)

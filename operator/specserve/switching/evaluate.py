@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from specserve.api.conditions import CURVE_DRIFT, METRICS_AVAILABLE, SWITCHING
 from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
@@ -21,7 +20,7 @@ from specserve.policy.curves import ModeCurves
 from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
-from specserve.status import read_status, status_body
+from specserve.status import SWITCHING_LOOP, read_status
 from specserve.switching.pools import PoolState, converging, pending_change
 from specserve.switching.record import (
     FAILURE_THRESHOLD,
@@ -92,7 +91,7 @@ def starting_state(obj: SpecServe, status: SpecServeStatus, memory: Memory | Non
 def first_write(verdict: Verdict, reading: Reading) -> bool:
     """Whether a SpecServe without status.switching gets it now: once the load was read, a change was decided,
     or the metrics are declared unavailable. Until then the loop writes nothing (a SpecServe with no metrics
-    yet costs no API writes, and the reconcile's NotEvaluated conditions stand)."""
+    yet costs no API writes)."""
     return (
         reading.reason is None or verdict.action is not Action.HOLD or verdict.state.unknown_streak >= FAILURE_THRESHOLD
     )
@@ -151,21 +150,8 @@ def verdict_of(
     return decide(knobs, curves, state, replace(reading.sample, time=now), converging=waiting is not None)
 
 
-FIELD_MANAGER = "specserve-switching"
-LOOP_FIELDS = ("switching", "load", "lastDecision", "history", "learning")
-LOOP_CONDITIONS = (METRICS_AVAILABLE, SWITCHING, CURVE_DRIFT)
 # Adds the live curves' status (status.learning, CurveDrift) to the round's status: switching.learning.Learned.
 AddLearning = Callable[[SpecServeStatus, int | None, float], SpecServeStatus]
-
-
-def owned(status: SpecServeStatus) -> JSON:
-    """The loop's fields of a status, as its apply body (pure)."""
-    full = status_body(status)
-    body = {key: full[key] for key in LOOP_FIELDS if key in full}
-    conditions = [c for c in full.get("conditions", []) if c.get("type") in LOOP_CONDITIONS]
-    if conditions:
-        body["conditions"] = conditions
-    return body
 
 
 def legacy(body: Mapping[str, Any]) -> bool:
@@ -179,7 +165,7 @@ async def write_status(kube: StatusWriter, obj: SpecServe, body: JSON) -> JSON:
     """Every status write of the loop goes through here (one place for the leadership fence); returns the object
     as the server holds it after the write."""
     meta = obj.metadata
-    return await kube.apply_status(SPECSERVE, meta.namespace, meta.name, body, FIELD_MANAGER)
+    return await kube.apply_status(SPECSERVE, meta.namespace, meta.name, body, SWITCHING_LOOP.manager)
 
 
 async def evaluate(
@@ -202,8 +188,7 @@ async def evaluate(
     after, persisted = next_status(obj, status, saved, verdict, reading, pools, source, now)
     if learned is not None and persisted is not None:  # rides on the loop's own writes, never starts them
         after = learned(after, obj.metadata.generation, now)
-    intent = owned(after)
     server: JSON | None = None
-    if intent != owned(status) or legacy(body):
-        server = await write_status(kube, obj, intent)
+    if SWITCHING_LOOP.differs(status, after) or legacy(body):
+        server = await write_status(kube, obj, SWITCHING_LOOP.body(after))
     return Evaluation(verdict, status, after, verdict.state, persisted, server is not None, state.mode, server)
