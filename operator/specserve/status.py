@@ -203,22 +203,6 @@ def _pool_condition(pool: PoolHealth | None, strategy: Strategy, mode: Mode) -> 
     return ConditionStatus.FALSE, "Inactive", f"the Restart strategy runs one pool; it now serves {mode.value}"
 
 
-def _keep_or_default(
-    conds: list[Condition], type_: str, reason: str, message: str, gen: int | None, now: str
-) -> list[Condition]:
-    """Conditions another loop owns (the switching loop): kept as they are, a default only when absent."""
-    if any(c.type == type_ for c in conds):
-        return conds
-    return set_condition(conds, type_, ConditionStatus.UNKNOWN, reason, message, gen, now)
-
-
-def _loop_conditions(conds: list[Condition], mode: Mode, gen: int | None, now: str) -> list[Condition]:
-    conds = _keep_or_default(conds, METRICS_AVAILABLE, "NotEvaluated", "load metrics have not been read yet", gen, now)
-    return _keep_or_default(
-        conds, SWITCHING, "NotEvaluated", f"serving {mode.value}; no switch evaluated yet", gen, now
-    )
-
-
 def read_status(body: Mapping[str, Any]) -> SpecServeStatus:
     """The status stored in a SpecServe's body (the reconcile's and the switching loop's one reader of it)."""
     try:
@@ -233,7 +217,6 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
     conds: list[Condition] = list(previous.conditions)
     if seen.read_errors:
         # A transient read error says nothing about the pools: keep what was known, say what failed.
-        conds = _loop_conditions(conds, seen.mode, gen, now)
         message = "could not read the live objects, nothing changed: " + "; ".join(seen.read_errors)
         conds = set_condition(conds, DEGRADED, ConditionStatus.TRUE, "ReadFailed", message, gen, now)
         return previous.model_copy(update={"conditions": conds})
@@ -247,7 +230,6 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
     conds = [c for c in conds if c.type not in seen.dropped_parts]
     for part in seen.parts:
         conds = set_condition(conds, part.type, part.status, part.reason, part.message, gen, now)
-    conds = _loop_conditions(conds, seen.mode, gen, now)
     pools_seen = _with_since(previous, seen.pools, now)
     conds = set_condition(conds, PROGRESSING, *_progressing(pools_seen, seen.progressing), gen, now)
 
@@ -398,19 +380,3 @@ def status_body(status: SpecServeStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def same_status(a: SpecServeStatus, b: SpecServeStatus) -> bool:
-    return status_body(a) == status_body(b)
-
-
-def merge_patch(live: Any, new: Any) -> Any:
-    """The RFC 7386 merge patch that turns `live` into `new`: changed keys, null for removed ones (lists are
-    replaced whole, as the merge patch replaces them)."""
-    if not isinstance(live, dict) or not isinstance(new, dict):
-        return new
-    patch: dict[str, Any] = {k: None for k in live if k not in new}
-    for key, value in new.items():
-        if key not in live:
-            patch[key] = value
-        elif live[key] != value:
-            patch[key] = merge_patch(live[key], value) if isinstance(value, dict) else value
-    return patch

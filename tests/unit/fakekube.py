@@ -8,7 +8,6 @@ from typing import Any
 
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import SPECSERVE, Kind
-from specserve_kubefake.patching import merge_patch
 from tests.unit import server_objects
 
 JSON = dict[str, Any]
@@ -70,12 +69,6 @@ class FakeKube:
         self._check("delete", kind.kind, name)
         self.writes.append(("delete", f"{kind.kind}/{name}"))
         self.objects.pop((kind.kind, name), None)
-
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
-        assert kind == SPECSERVE
-        self.writes.append(("status", name))
-        self.status_patches.append(copy.deepcopy(status_body))
-        self.status = merge_patch(self.status, status_body)
 
     async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
         """Server-side apply of /status at the granularity the writers use: top-level fields, and conditions as a

@@ -23,6 +23,7 @@ def test_windows_smooth_over_two_evaluations_and_rate_over_several_scrapes() -> 
     assert Windows.of(15, 15) == Windows(smooth=30, rate=60)
     assert Windows.of(1, 1) == Windows(smooth=2, rate=4)
     assert Windows.of(60, 5) == Windows(smooth=120, rate=120)
+    assert Windows.of(5, 15).smooth == 30
 
 
 def test_grouped_queries_are_one_per_signal_grouped_by_the_specserve_labels() -> None:

@@ -9,7 +9,6 @@ from specserve.reconcile.rollout import (
     LivePool,
     Plan,
     World,
-    announced_in,
     plan,
 )
 
@@ -202,7 +201,7 @@ def test_a_single_replica_pool_announces_its_downtime_before_restarting() -> Non
     assert p.held == frozenset({ENGINE})
     assert p.downtime is not None and "off the air" in p.downtime
     assert reasons(p) == [DOWNTIME_REASON]
-    announced = announced_in(DOWNTIME_REASON, p.downtime)
+    announced = frozenset({p.announcement}) if p.announcement else frozenset()
     act = plan(single(live(ENGINE, current=False), announced=announced))
     assert act.held == frozenset() and act.downtime is None
     # The restart itself has its own reason: the alerts tell a planned gap from an outage by it.
@@ -232,12 +231,6 @@ def test_an_autoscaled_pool_is_measured_against_its_live_replicas() -> None:
     assert plan(single(scaled, want=None)).settled
     assert plan(single(live(ENGINE, replicas=4, ready=4), want=None)).settled
     assert plan(single(live(ENGINE, current=False, replicas=4, ready=4), want=None)).downtime is None
-
-
-def test_announcements_are_read_only_from_their_own_reason() -> None:
-    assert announced_in(DOWNTIME_REASON, "… [m-engine@abc]") == frozenset({"m-engine@abc"})
-    assert announced_in("RollingPool", "… [m-engine@abc]") == frozenset()
-    assert announced_in(DOWNTIME_REASON, None) == frozenset()
 
 
 def test_an_excluded_pool_gets_no_traffic_even_when_ready() -> None:

@@ -13,11 +13,11 @@ import pytest
 from specserve import telemetry
 from specserve.api.models import Mode, Weights
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
-from specserve.metrics.promql import LOAD_SIGNALS, PoolKey, Query, Signal, Windows
+from specserve.metrics.promql import LOAD_SIGNALS, PoolKey, Query, Signal
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
-from specserve.status import SWITCHING_LOOP, merge_patch
+from specserve.status import SWITCHING_LOOP
 from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
 
 NS = "llm"
@@ -426,12 +426,6 @@ async def test_load_snapshot_moves_only_materially(world: World) -> None:
     assert "lastDecision" not in world.status()
 
 
-def test_merge_patch_nulls_what_the_loop_cleared() -> None:
-    live = {"switching": {"mode": "Baseline", "pending": "w=0"}}
-    assert merge_patch(live, {"switching": {"mode": "Baseline"}}) == {"switching": {"pending": None}}
-    assert Windows.of(5, 15).smooth == 30
-
-
 async def test_a_restart_in_progress_is_resumed_not_repeated(kimi_doc: dict[str, Any]) -> None:
     """An operator killed after deciding a Restart: the new one sees the target in status, the pods still in the
     old mode, and holds (converging) with the restart budget it had."""
@@ -477,7 +471,7 @@ async def test_a_specserve_without_metrics_costs_no_write_until_they_are_declare
     w.prom.error = "Prometheus at http://prom:9090 unreachable: ConnectionError"
     await w.round_at(100)
     await w.round_at(105)
-    assert w.kube.patches == []  # the reconcile's NotEvaluated conditions stand
+    assert w.kube.patches == []  # no status.switching and no loop condition yet
     await w.round_at(110)
     assert len(w.kube.patches) == 1
     assert w.condition("MetricsAvailable")["status"] == "False"

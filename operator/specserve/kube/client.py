@@ -331,15 +331,6 @@ class KubeClient:
         if status >= 300 and status != 404:  # 404: already gone (or gone by our own earlier attempt)
             raise self._fail("DELETE", path, status, data)
 
-    async def patch_status(self, kind: Kind, namespace: str, name: str, status_body: JSON) -> None:
-        """RFC 7386 merge patch of /status; the same patch twice gives the same object, so it is retried."""
-        path = kind.object_path(namespace, name) + "/status"
-        status, data = await self._call(
-            "PATCH", path, body={"status": status_body}, content_type="application/merge-patch+json"
-        )
-        if status >= 300:
-            raise self._fail("PATCH", path, status, data)
-
     async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
         """Server-side apply of /status as `field_manager`: the status fields this writer owns, and only those.
 

@@ -3,7 +3,7 @@ is live. core.py runs one pass; rollout.py (pure) plans each step; apply.py does
 aim at; intent.py folds the planner's decisions into the rendered manifests."""
 
 from specserve.reconcile.apply import Kube
-from specserve.reconcile.core import Outcome, StatusWrite, current_status, reconcile
+from specserve.reconcile.core import Outcome, reconcile
 from specserve.reconcile.target import Target, target
 
-__all__ = ["Kube", "Outcome", "StatusWrite", "Target", "current_status", "reconcile", "target"]
+__all__ = ["Kube", "Outcome", "Target", "reconcile", "target"]

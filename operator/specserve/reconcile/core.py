@@ -63,20 +63,10 @@ from specserve.status import (
     new_failures,
     observed_status,
     read_status,
-    same_status,
 )
 
 log = logging.getLogger(__name__)
 NO_HOST_PATHS = InstallPolicy()  # the default installation: no hostPath volumes at all
-
-
-@dataclass(frozen=True)
-class StatusWrite:
-    """A status the switching loop wrote (its merge-patch base). The reconcile no longer keeps one: it applies
-    its own fields with its own field manager. Kept only until switching/evaluate.py does the same."""
-
-    before: SpecServeStatus
-    after: SpecServeStatus
 
 
 @dataclass(frozen=True)
@@ -92,14 +82,6 @@ class Outcome:
     stored: JSON | None = None  # the SpecServe as the server stored it, when this reconcile wrote its status
     warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): Warning events to post, each once
     held: tuple[str, ...] = ()  # Deployments whose change waits for a later step
-
-
-def current_status(body: Mapping[str, Any], last_write: StatusWrite | None = None) -> SpecServeStatus:
-    """The status to start from (the switching loop's view: its own last write when the body predates it)."""
-    seen = read_status(body)
-    if last_write is not None and same_status(seen, last_write.before):
-        return last_write.after
-    return seen
 
 
 async def _write_status(kube: Kube, body: Mapping[str, Any], new: SpecServeStatus) -> JSON | None:

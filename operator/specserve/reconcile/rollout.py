@@ -302,9 +302,3 @@ def _spread(total: int, base: Mapping[str, int]) -> dict[str, int]:
         out[n] += 1
     return out
 
-
-def announced_in(reason: str | None, message: str | None) -> frozenset[str]:
-    """The announcement a previous Progressing condition made (its key is in brackets at the end)."""
-    if reason != DOWNTIME_REASON or not message or not message.endswith("]") or "[" not in message:
-        return frozenset()
-    return frozenset({message.rsplit("[", 1)[1][:-1]})
