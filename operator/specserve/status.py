@@ -378,5 +378,3 @@ SWITCHING_LOOP = Writer(
 
 def status_body(status: SpecServeStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-

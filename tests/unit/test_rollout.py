@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specserve.reconcile.rollout import (
     DOWNTIME_REASON,
+    GATEWAY_REASON,
     PLANNED_RESTART_REASON,
     DesiredPool,
     LivePool,
@@ -239,3 +242,30 @@ def test_an_excluded_pool_gets_no_traffic_even_when_ready() -> None:
         world.desired, world.live, True, world.live_route, world.target_weights, excluded=frozenset({SPEC})
     )
     assert plan(excluded).route_map == {SPEC: 0, BASE: 100}
+
+
+# ----------------------------------------------------------------------------------------- the Gateway first
+
+
+def test_no_serving_pool_rolls_or_goes_until_the_gateway_took_the_last_weight_change() -> None:
+    """The drained pool may still get requests until the Gateway has taken the route's new weights."""
+    drained = split(live(SPEC, current=False), live(BASE), {SPEC: 0, BASE: 100})
+    assert SPEC not in plan(drained).held
+    waiting = plan(replace(drained, gateway_pending="waiting for the Gateway"))
+    assert SPEC in waiting.held and not waiting.settled
+    assert reasons(waiting)[-1] == GATEWAY_REASON and waiting.steps[-1].message == "waiting for the Gateway"
+    stale = World(
+        desired=(desired(SPEC),),
+        live={SPEC: live(SPEC), BASE: live(BASE)},
+        route=True,
+        live_route={SPEC: 100, BASE: 0},
+        target_weights={SPEC: 100},
+    )
+    assert plan(stale).prune_pools == (BASE,)
+    assert plan(replace(stale, gateway_pending="waiting for the Gateway")).prune_pools == ()
+
+
+def test_a_gateway_wait_holds_nothing_that_serves_no_traffic() -> None:
+    idle = split(live(SPEC, current=False, ready=0), live(BASE), {SPEC: 0, BASE: 100})
+    p = plan(replace(idle, gateway_pending="waiting for the Gateway"))
+    assert SPEC not in p.held and GATEWAY_REASON not in reasons(p)

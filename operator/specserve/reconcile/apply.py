@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from specserve.kube.client import FIELD_MANAGER, KubeError
 from specserve.kube.drift import applied_hash, intent_hash, needs_apply, with_applied_hash
 from specserve.kube.kinds import CONFIGMAP, DEPLOYMENT, HTTPROUTE, OWNED_KINDS, PODMONITOR, SERVICE, Kind, Ref, kind_of
 from specserve.layout import HANDOVER_MANAGER, LABEL_INSTANCE
+from specserve.reconcile.observe import Applied, Snapshot, owned_by
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -38,44 +38,6 @@ class Kube(Protocol):
     async def apply_status(
         self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
     ) -> JSON: ...
-
-
-@dataclass
-class Snapshot:
-    """What is live: owned objects by "Kind/name", objects of our names owned by someone else, read errors."""
-
-    owned: dict[str, JSON] = field(default_factory=dict)
-    conflicts: list[str] = field(default_factory=list)
-    read_errors: list[str] = field(default_factory=list)
-    unread: dict[str, str] = field(default_factory=dict)  # non-essential kind -> why it could not be read
-
-
-@dataclass
-class Applied:
-    live: dict[str, JSON] = field(default_factory=dict)  # the objects as the server returned them
-    applied: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # ref -> the server's message, for required objects
-    held: list[str] = field(default_factory=list)  # not sent: an object they need was refused this pass
-    optional: dict[str, str] = field(default_factory=dict)  # ref -> problem, for optional kinds
-    not_installed: set[str] = field(default_factory=set)  # refs of optional kinds whose API is absent
-
-    @property
-    def failures(self) -> list[str]:
-        """The failed applies, worded for users: the object and the server's message."""
-        return [f"{key}: {message}" for key, message in self.failed.items()]
-
-    def merge(self, other: Applied) -> None:
-        self.live.update(other.live)
-        self.applied += other.applied
-        self.failed.update(other.failed)
-        self.held += other.held
-        self.optional.update(other.optional)
-        self.not_installed |= other.not_installed
-
-
-def owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return uid is not None and any(r.get("uid") == uid for r in refs)
 
 
 async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, desired: Iterable[JSON]) -> Snapshot:

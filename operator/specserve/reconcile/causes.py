@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from specserve.kube.client import KubeError
@@ -18,6 +17,7 @@ from specserve.kube.kinds import DEPLOYMENT, POD, Ref
 from specserve.layout import LABEL_INSTANCE
 from specserve.pool_state import DEADLINE_EXCEEDED, PoolCounts, read_pool
 from specserve.reconcile.apply import Kube
+from specserve.reconcile.observe import Cause
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -35,13 +35,6 @@ WAITING_REASONS = (
 OOM_KILLED = "OOMKilled"
 UNSCHEDULABLE = "Unschedulable"
 _RANK = {r: i for i, r in enumerate((*WAITING_REASONS[:-1], OOM_KILLED, WAITING_REASONS[-1], UNSCHEDULABLE))}
-
-
-@dataclass(frozen=True)
-class Cause:
-    reason: str
-    message: str
-    deadline_exceeded: bool = False
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:

@@ -21,8 +21,9 @@ from specserve.kube.drift import with_applied_hash
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, SPECSERVE, Kind, Ref
 from specserve.layout import LABEL_INSTANCE
 from specserve.pool_state import read_pool
-from specserve.reconcile.apply import Kube, owned_by
+from specserve.reconcile.apply import Kube
 from specserve.reconcile.intent import JSON, route_backends, with_route_weights
+from specserve.reconcile.observe import owned_by
 from specserve.reconcile.rendered import remembered_render
 from specserve.reconcile.target import rendered_spec, target
 from specserve.reconcile.traffic import relieve, with_live_backends

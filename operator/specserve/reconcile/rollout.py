@@ -15,18 +15,22 @@ The rules, in the order they protect serving capacity:
 - a failed pool (its pods report a cause, or its Deployment ProgressDeadlineExceeded) is contained, never
   reverted: the other pool does not roll while it is failed; weights keep following the target between the
   pools that can serve;
+- the Gateway first: while it has not taken the last weight change (it reports an older generation of the
+  route, or reports nothing and the settle time has not passed), a serving pool neither rolls nor is pruned:
+  the pool just drained may still get requests;
 - a scale is no roll: "rolling", "settled" and "complete" have one meaning, `specserve.pool_state`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specserve.pool_state import PoolCounts
 
 DOWNTIME_REASON = "DowntimeAhead"
 ROLL_SLOT_REASON = "WaitingForRollSlot"
+GATEWAY_REASON = "WaitingForGateway"
 # The announced restart itself (the pass after DowntimeAhead): its own reason, so that alerts can tell a planned
 # gap from an outage (charts/specserve/rules).
 PLANNED_RESTART_REASON = "PlannedRestart"
@@ -86,6 +90,8 @@ class World:
     # for one of them (the user's fix, the switching loop's rollback) replaces its roll in that slot and takes no
     # other; counting it again deadlocked a stuck pool against its own fix.
     slot_held: frozenset[str] = frozenset()
+    # Why the Gateway may not have taken the last weight change yet (traffic.gateway_pending); None: it has.
+    gateway_pending: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,8 @@ class _Draft:
 def plan(world: World) -> Plan:
     """The next safe step of a rollout (pure): which pools to create, roll (within the roll budget) or scale, which
     old pools to prune (only once the new side serves), and the route's weights (only on Ready pools; off a dead
-    pool at once), with the steps that explain what waits and why."""
+    pool at once), with the steps that explain what waits and why. A serving pool neither rolls nor goes while the
+    Gateway has not taken the last weight change (`World.gateway_pending`)."""
     desired = {p.name: p for p in world.desired}
     old = sorted(n for n in world.live if n not in desired)
     draft = _Draft()
@@ -151,7 +158,7 @@ def plan(world: World) -> Plan:
         world.live.get(p.name) is None or not world.live[p.name].template_current for p in world.desired
     )
     settled = not draft.steps and not changes_pending and not old
-    return Plan(
+    the_plan = Plan(
         held=frozenset(draft.held),
         route_weights=route,
         prune_pools=tuple(prune),
@@ -159,6 +166,32 @@ def plan(world: World) -> Plan:
         downtime=draft.downtime,
         announcement=draft.announcement,
         settled=settled,
+    )
+    return _await_gateway(the_plan, world)
+
+
+def _await_gateway(the_plan: Plan, world: World) -> Plan:
+    """Hold the rolls of serving pools and the prunes of serving pools until the Gateway has taken the last
+    weight change (the drained pool may still get requests until it has)."""
+    if world.gateway_pending is None:
+        return the_plan
+    rolling = {
+        p.name
+        for p in world.desired
+        if p.name not in the_plan.held
+        and (live := world.live.get(p.name)) is not None
+        and live.serving
+        and not live.template_current
+    }
+    serving_pruned = {n for n in the_plan.prune_pools if world.live[n].serving}
+    if not rolling and not serving_pruned:
+        return the_plan
+    return replace(
+        the_plan,
+        held=the_plan.held | rolling,
+        prune_pools=tuple(n for n in the_plan.prune_pools if n not in serving_pruned),
+        steps=(*the_plan.steps, RolloutStep(GATEWAY_REASON, world.gateway_pending)),
+        settled=False,
     )
 
 
@@ -301,4 +334,3 @@ def _spread(total: int, base: Mapping[str, int]) -> dict[str, int]:
     for n in sorted(share, key=lambda k: -share[k])[:remainder]:
         out[n] += 1
     return out
-
