@@ -345,7 +345,7 @@ class Writer:
 
     def body(self, status: SpecServeStatus) -> JSON:
         """The writer's whole apply body: its fields and its conditions (when it has any), nothing of the other's."""
-        full = status_body(status)
+        full = status.model_dump(mode="json", by_alias=True, exclude_none=True)
         out = {k: full[k] for k in self.fields if k in full}
         conditions = [c for c in full.get("conditions") or [] if c["type"] in self.conditions]
         if conditions:
@@ -374,7 +374,3 @@ SWITCHING_LOOP = Writer(
     ("switching", "load", "lastDecision", "history", "learning"),
     frozenset({METRICS_AVAILABLE, SWITCHING, CURVE_DRIFT}),
 )
-
-
-def status_body(status: SpecServeStatus) -> dict[str, Any]:
-    return status.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from specserve.api.conditions import DEGRADED, READY
-from specserve.api.models import ConditionStatus, Mode, SpecServeStatus, Strategy, Weights
+from specserve.api.models import ConditionStatus, LoadSnapshot, Mode, SpecServeStatus, Strategy, Weights
 from specserve.status import (
+    RECONCILE,
+    SWITCHING_LOOP,
     Observation,
     Part,
     PoolHealth,
@@ -193,3 +195,19 @@ def test_a_pool_moved_when_its_live_counts_differ_from_the_recorded_ones_or_it_i
     # The server drops zero counts (omitempty): a pool with nothing Ready matches a recorded 0.
     zero = [{"role": "engine", "name": "m-engine", "desired": 1, "ready": 0, "updated": 0}]
     assert not pool_moved(zero, {"metadata": {"name": "m-engine"}, "status": {}})
+
+
+def test_each_writer_applies_only_its_own_fields_and_compares_conditions_by_type() -> None:
+    reconciled = observed_status(SpecServeStatus(), seen(), T0)
+    loop = set_condition(reconciled.conditions, "Switching", ConditionStatus.FALSE, "Stable", "m", 3, T0)
+    both = reconciled.model_copy(update={"conditions": loop, "load": LoadSnapshot(concurrency=4.0)})
+    mine, theirs = RECONCILE.body(both), SWITCHING_LOOP.body(both)
+    assert "load" not in mine and "Switching" not in {c["type"] for c in mine["conditions"]}
+    assert mine["activeMode"] == "Speculative" and "Ready" in {c["type"] for c in mine["conditions"]}
+    assert theirs["load"]["concurrency"] == 4.0 and "activeMode" not in theirs
+    assert [c["type"] for c in theirs["conditions"]] == ["Switching"]
+    assert not RECONCILE.differs(both, reconciled)  # the other writer's fields are none of its business
+    shuffled = both.model_copy(update={"conditions": list(reversed(both.conditions))})
+    assert not RECONCILE.differs(shuffled, both) and not SWITCHING_LOOP.differs(shuffled, both)
+    moved = both.model_copy(update={"weights": Weights(speculative=0, baseline=100)})
+    assert RECONCILE.differs(both, moved) and not SWITCHING_LOOP.differs(both, moved)
