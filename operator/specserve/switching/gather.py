@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from specserve.api.models import Mode, SpecServe, Strategy
+from specserve.api.models import MetricsSourceKind, Mode, SpecServe, Strategy
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
 from specserve.layout import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
@@ -81,7 +81,7 @@ class ReadPlan:
 
     @property
     def direct(self) -> bool:
-        return self.obj.spec.switching.metrics.source == "Direct"
+        return self.obj.spec.switching.metrics.source is MetricsSourceKind.DIRECT
 
     @property
     def source(self) -> Source:
@@ -103,7 +103,7 @@ def forecast_horizon(obj: SpecServe) -> int | None:
     strategies need one. The spec's start-up figure, not the pods' measured one: the queries go out before the
     pods are read, and rounding (promql.horizon_of) absorbs the difference."""
     switching = obj.spec.switching
-    if obj.spec.strategy is not Strategy.RESTART or switching.metrics.source == "Direct":
+    if obj.spec.strategy is not Strategy.RESTART or switching.metrics.source is MetricsSourceKind.DIRECT:
         return None
     return horizon_of(default_startup_seconds(obj) + min_dwell_seconds(obj))
 

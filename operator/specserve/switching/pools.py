@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserve.api.conditions import PROGRESSING
-from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
+from specserve.api.models import Action, ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
 from specserve.layout import pool_layout
 from specserve.pool_state import PoolCounts, read_pool
 
@@ -82,7 +82,7 @@ def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
     if obj.spec.strategy is Strategy.RESTART and status.active_mode is not None and status.active_mode != target.mode:
         return f"restarting pods into {target.mode.value} (serving {status.active_mode.value})"
     last = status.last_decision
-    ours = last is not None and last.applied and last.action in ("Restart", "Reconfigure", "Rollback")
+    ours = last is not None and last.applied and last.action in (Action.RESTART, Action.RECONFIGURE, Action.ROLLBACK)
     progressing = _progressing(status)
     if ours and progressing is not None:
         return progressing

@@ -14,6 +14,7 @@ from typing import Literal
 from specserve.api.conditions import METRICS_AVAILABLE, SWITCHING, find_condition
 from specserve.api.models import (
     HISTORY_LIMIT,
+    Action,
     ConditionStatus,
     Decision,
     LoadSnapshot,
@@ -24,7 +25,7 @@ from specserve.api.models import (
 from specserve.metrics.promql import SELECTOR_FIELD
 from specserve.metrics.signal import Reading, Reason
 from specserve.policy.pause import PAUSED_MESSAGE, PAUSED_REASON
-from specserve.policy.types import Action, PolicyState, PoolSignal, Verdict
+from specserve.policy.types import PolicyState, PoolSignal, Verdict
 from specserve.status import set_condition
 from specserve.switching.state import rfc3339, to_status
 
