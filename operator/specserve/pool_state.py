@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserve.api import reasons
+
 # On the Deployment (not its pod template, which would roll the pods again): which template we applied.
 TEMPLATE_HASH = "specserve.io/template-hash"
-DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 REPLICA_FAILURE = "ReplicaFailure"  # the condition type; its reason is FailedCreate (or FailedDelete)
 OUR_MANAGERS = "specserve"  # prefix of every field manager this operator writes with
 
@@ -110,7 +111,7 @@ class PoolCounts:
     @property
     def deadline_exceeded(self) -> bool:
         p = self.progress
-        return self.seen and p is not None and p.status == "False" and p.reason == DEADLINE_EXCEEDED
+        return self.seen and p is not None and p.status == "False" and p.reason == reasons.PROGRESS_DEADLINE_EXCEEDED
 
     @property
     def create_failure(self) -> Progress | None:

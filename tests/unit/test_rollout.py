@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from specserve.api import reasons as why
 from specserve.reconcile.rollout import (
-    DOWNTIME_REASON,
-    PLANNED_RESTART_REASON,
     DesiredPool,
     LivePool,
     Plan,
@@ -201,12 +200,12 @@ def test_a_single_replica_pool_announces_its_downtime_before_restarting() -> Non
     p = plan(single(live(ENGINE, current=False)))
     assert p.held == frozenset({ENGINE})
     assert p.downtime is not None and "off the air" in p.downtime
-    assert reasons(p) == [DOWNTIME_REASON]
-    announced = announced_in(DOWNTIME_REASON, p.downtime)
+    assert reasons(p) == [why.DOWNTIME_AHEAD]
+    announced = announced_in(why.DOWNTIME_AHEAD, p.downtime)
     act = plan(single(live(ENGINE, current=False), announced=announced))
     assert act.held == frozenset() and act.downtime is None
     # The restart itself has its own reason: the alerts tell a planned gap from an outage by it.
-    assert reasons(act) == [PLANNED_RESTART_REASON]
+    assert reasons(act) == [why.PLANNED_RESTART]
 
 
 def test_an_announcement_for_another_template_does_not_count() -> None:
@@ -235,9 +234,9 @@ def test_an_autoscaled_pool_is_measured_against_its_live_replicas() -> None:
 
 
 def test_announcements_are_read_only_from_their_own_reason() -> None:
-    assert announced_in(DOWNTIME_REASON, "… [m-engine@abc]") == frozenset({"m-engine@abc"})
+    assert announced_in(why.DOWNTIME_AHEAD, "… [m-engine@abc]") == frozenset({"m-engine@abc"})
     assert announced_in("RollingPool", "… [m-engine@abc]") == frozenset()
-    assert announced_in(DOWNTIME_REASON, None) == frozenset()
+    assert announced_in(why.DOWNTIME_AHEAD, None) == frozenset()
 
 
 def test_an_excluded_pool_gets_no_traffic_even_when_ready() -> None:

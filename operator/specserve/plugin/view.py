@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserve.api import reasons
 from specserve.api.conditions import ABNORMAL_TRUE, DEGRADED, METRICS_AVAILABLE, SWITCHING, find_condition
 from specserve.api.models import (
     Action,
@@ -34,7 +35,15 @@ JSON = dict[str, Any]
 LAST_DECISIONS = 3
 
 # Conditions whose False (or, for these, True) is the normal state.
-FINE_REASONS = {"NotUsed", "Inactive", "NotRequested", "NotEvaluated", "Stable", "Settled", "AsExpected"}
+FINE_REASONS = {
+    reasons.NOT_USED,
+    reasons.INACTIVE,
+    reasons.NOT_REQUESTED,
+    reasons.NOT_EVALUATED,
+    reasons.STABLE,
+    reasons.SETTLED,
+    reasons.AS_EXPECTED,
+}
 
 
 class ViewError(ValueError):
@@ -134,7 +143,7 @@ def not_fine(conditions: list[Condition]) -> list[Condition]:
         if c.reason in FINE_REASONS:
             continue
         if c.type in ABNORMAL_TRUE:
-            if c.status == ConditionStatus.TRUE or c.reason == "Paused":
+            if c.status == ConditionStatus.TRUE or c.reason == reasons.PAUSED:
                 out.append(c)
         elif c.status != ConditionStatus.TRUE:
             out.append(c)
@@ -335,7 +344,7 @@ def blocked(item: Loaded) -> list[str]:
     if degraded is not None and degraded.status == ConditionStatus.TRUE:
         out.append(f"Degraded ({degraded.reason}: {degraded.message})")
     switching = find_condition(conditions, SWITCHING)
-    if is_paused(item.obj.metadata.annotations) or (switching is not None and switching.reason == "Paused"):
+    if is_paused(item.obj.metadata.annotations) or (switching is not None and switching.reason == reasons.PAUSED):
         out.append("paused (kubectl specserve resume to switch again): only failover off a dead pool acts")
     return out
 

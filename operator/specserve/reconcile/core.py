@@ -11,11 +11,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from specserve.api import reasons
 from specserve.api.conditions import (
-    AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
     DEGRADED,
-    INVALID_SPEC,
     POD_MONITOR_READY,
     SPECULATIVE_POOL_READY,
     find_condition,
@@ -253,7 +252,7 @@ def _reported_causes(old: SpecServeStatus) -> dict[str, Cause]:
 
 
 def _conflict_reported(old: SpecServeStatus) -> bool:
-    return any(c.type == DEGRADED and c.reason == AUTOSCALER_CONFLICT for c in old.conditions)
+    return any(c.type == DEGRADED and c.reason == reasons.AUTOSCALER_CONFLICT for c in old.conditions)
 
 
 def _failure(cause: Cause | None) -> PoolFailure | None:
@@ -325,7 +324,7 @@ def _await_gateway(
         the_plan,
         held=the_plan.held | rolling,
         prune_pools=tuple(n for n in the_plan.prune_pools if n not in serving_pruned),
-        steps=(*the_plan.steps, RolloutStep("WaitingForGateway", why)),
+        steps=(*the_plan.steps, RolloutStep(reasons.WAITING_FOR_GATEWAY, why)),
         settled=False,
     )
 
@@ -359,7 +358,11 @@ def _known_absent(obj: SpecServe, old: SpecServeStatus) -> set[str]:
     """The PodMonitor API was found missing for this very generation: do not try again every resync (a spec
     edit, or an operator restart with the condition cleared, tries again)."""
     cond = find_condition(old.conditions, POD_MONITOR_READY)
-    if cond is not None and cond.reason == "NotInstalled" and cond.observed_generation == obj.metadata.generation:
+    if (
+        cond is not None
+        and cond.reason == reasons.NOT_INSTALLED
+        and cond.observed_generation == obj.metadata.generation
+    ):
         return {Ref.of(PODMONITOR, obj.metadata.name)}
     return set()
 
@@ -468,7 +471,7 @@ def _observe(
     if the_plan.steps:
         progressing = (the_plan.steps[0].reason, "; ".join(s.message for s in the_plan.steps))
     elif not the_plan.settled:
-        progressing = ("Applying", "applying the current spec")
+        progressing = (reasons.APPLYING, "applying the current spec")
     return Observation(
         generation=obj.metadata.generation,
         strategy=obj.spec.strategy,
@@ -493,15 +496,15 @@ def _parts(obj: SpecServe, old: SpecServeStatus, applied: Applied, live: Mapping
     key = Ref.of(PODMONITOR, obj.metadata.name)
     if key in applied.not_installed:
         message = "the PodMonitor API (Prometheus Operator CRDs) is not installed; serving is not affected"
-        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, "NotInstalled", message),)
+        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, reasons.NOT_INSTALLED, message),)
     if key in applied.optional:
-        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, "ApplyFailed", applied.optional[key]),)
+        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, reasons.APPLY_FAILED, applied.optional[key]),)
     if key in live:
-        return (Part(POD_MONITOR_READY, ConditionStatus.TRUE, "Applied", "the PodMonitor is in place"),)
+        return (Part(POD_MONITOR_READY, ConditionStatus.TRUE, reasons.APPLIED, "the PodMonitor is in place"),)
     previous = find_condition(old.conditions, POD_MONITOR_READY)
     if previous is not None:  # not tried again this pass (known absent, or held behind a failure)
         return (Part(POD_MONITOR_READY, previous.status, previous.reason, previous.message),)
-    return (Part(POD_MONITOR_READY, ConditionStatus.UNKNOWN, "Pending", "the PodMonitor is not applied yet"),)
+    return (Part(POD_MONITOR_READY, ConditionStatus.UNKNOWN, reasons.PENDING, "the PodMonitor is not applied yet"),)
 
 
 def _blind(obj: SpecServe, tgt: Target, snap: Snapshot) -> Observation:
@@ -523,10 +526,12 @@ def _warnings(old: SpecServeStatus, the_plan: Plan, applied: Applied) -> tuple[t
     out: list[tuple[str, str]] = []
     announced = old.rollout.announced if old.rollout is not None else []
     if the_plan.downtime is not None and the_plan.announcement not in announced:
-        out.append(("DowntimeAhead", the_plan.downtime))
+        out.append((reasons.DOWNTIME_AHEAD, the_plan.downtime))
     refused_before = set(old.rollout.refused) if old.rollout is not None else set()
     out += [
-        ("ApplyFailed", f"{key}: {message}") for key, message in applied.failed.items() if key not in refused_before
+        (reasons.APPLY_FAILED, f"{key}: {message}")
+        for key, message in applied.failed.items()
+        if key not in refused_before
     ]
     return tuple(out)
 
@@ -540,8 +545,9 @@ async def _reject(
     running = await _running_pools(kube, meta)
     new = invalid_status(old, meta.get("generation"), message, now(), running)
     stored = await _write_status(kube, body, new)
-    newly = stored is not None and not any(c.type == DEGRADED and c.reason == INVALID_SPEC and c.message == message
-                                           for c in old.conditions)  # fmt: skip
+    newly = stored is not None and not any(
+        c.type == DEGRADED and c.reason == reasons.INVALID_SPEC and c.message == message for c in old.conditions
+    )
     return Outcome(status_written=stored is not None, invalid=str(exc), newly_invalid=newly, status=new, stored=stored)
 
 

@@ -23,13 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from specserve.api import reasons
 from specserve.pool_state import PoolCounts
-
-DOWNTIME_REASON = "DowntimeAhead"
-ROLL_SLOT_REASON = "WaitingForRollSlot"
-# The announced restart itself (the pass after DowntimeAhead): its own reason, so that alerts can tell a planned
-# gap from an outage (charts/specserve/rules).
-PLANNED_RESTART_REASON = "PlannedRestart"
 
 
 @dataclass(frozen=True)
@@ -134,9 +129,9 @@ def plan(world: World) -> Plan:
         # One wording for "created now" and "loading": the status describes the state after this pass.
         if live is None:
             want = p.replicas if p.replicas is not None else 1
-            draft.step("WaitingForPool", f"waiting for {p.name} to be Ready (0/{want})")
+            draft.step(reasons.WAITING_FOR_POOL, f"waiting for {p.name} to be Ready (0/{want})")
         elif live.template_current and not live.settled(p):
-            draft.step("WaitingForPool", f"waiting for {p.name} to be Ready ({live.ready}/{live.want(p)})")
+            draft.step(reasons.WAITING_FOR_POOL, f"waiting for {p.name} to be Ready ({live.ready}/{live.want(p)})")
 
     ready_side = _new_side_ready(world)
     prune = _prunable(world, old, ready_side)
@@ -144,9 +139,9 @@ def plan(world: World) -> Plan:
     route = _route_weights(world, keep_old, draft.draining, ready_side) if world.route else ()
     for name in old:
         if name in prune:
-            draft.step("PruningPool", f"pruning {name}: its traffic has moved")
+            draft.step(reasons.PRUNING_POOL, f"pruning {name}: its traffic has moved")
         else:
-            draft.step("ReplacingPool", f"{name} keeps serving until a new pool is Ready and has its traffic")
+            draft.step(reasons.REPLACING_POOL, f"{name} keeps serving until a new pool is Ready and has its traffic")
     changes_pending = any(
         world.live.get(p.name) is None or not world.live[p.name].template_current for p in world.desired
     )
@@ -174,27 +169,30 @@ def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft)
             return True
         if slots[0] <= 0:
             draft.held.add(pool.name)
-            draft.step(ROLL_SLOT_REASON, f"{pool.name} waits for a roll slot (at most --max-concurrent-rolls pools "
-                       "roll at once across the cluster)")  # fmt: skip
+            draft.step(
+                reasons.WAITING_FOR_ROLL_SLOT,
+                f"{pool.name} waits for a roll slot "
+                "(at most --max-concurrent-rolls pools roll at once across the cluster)",
+            )
             return False
         slots[0] -= 1
         return True
 
     for p in changed:
         if p not in candidates and slot_for(p):
-            draft.step("RollingPool", f"rolling {p.name} (it serves no traffic)")
+            draft.step(reasons.ROLLING_POOL, f"rolling {p.name} (it serves no traffic)")
     live_route = world.live_route or {}
     # Roll first the pools that carry least traffic now, then those the target gives least.
     candidates.sort(key=lambda p: (live_route.get(p.name, 0), world.target_weights.get(p.name, 0)))
     for index, pool in enumerate(candidates):
         if index > 0:
             draft.held.add(pool.name)
-            draft.step("WaitingForTurn", f"{pool.name} rolls after {candidates[0].name}")
+            draft.step(reasons.WAITING_FOR_TURN, f"{pool.name} rolls after {candidates[0].name}")
             continue
         busy = [n for n, q in desired.items() if n != pool.name and _busy(world.live.get(n), q)]
         if busy:
             draft.held.add(pool.name)
-            draft.step("WaitingForPool", f"{pool.name} rolls once {', '.join(busy)} is Ready")
+            draft.step(reasons.WAITING_FOR_POOL, f"{pool.name} rolls once {', '.join(busy)} is Ready")
             continue
         if slot_for(pool):
             _roll_one(world, desired, pool, draft)
@@ -222,15 +220,15 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
         draft.draining.add(pool.name)
         if world.route and (world.live_route or {}).get(pool.name, 0) > 0:
             draft.held.add(pool.name)
-            draft.step("DrainingPool", f"moving traffic off {pool.name} to {', '.join(others)} before it rolls")
+            draft.step(reasons.DRAINING_POOL, f"moving traffic off {pool.name} to {', '.join(others)} before it rolls")
         else:
-            draft.step("RollingPool", f"rolling {pool.name} while {', '.join(others)} serves")
+            draft.step(reasons.ROLLING_POOL, f"rolling {pool.name} while {', '.join(others)} serves")
         return
     if live.want(pool) >= 2 or pool.max_surge > 0:
-        draft.step("RollingPool", f"rolling {pool.name} one pod at a time (no other pool to take its traffic)")
+        draft.step(reasons.ROLLING_POOL, f"rolling {pool.name} one pod at a time (no other pool to take its traffic)")
         return
     if pool.announcement in world.announced:
-        draft.step(PLANNED_RESTART_REASON, f"restarting {pool.name}: the model is off the air until it has reloaded")
+        draft.step(reasons.PLANNED_RESTART, f"restarting {pool.name}: the model is off the air until it has reloaded")
         return
     draft.held.add(pool.name)
     draft.announcement = pool.announcement
@@ -239,7 +237,7 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
         f"pod and the model is off the air until it has reloaded; acting on the next reconcile "
         f"[{pool.announcement}]"
     )
-    draft.step(DOWNTIME_REASON, draft.downtime)
+    draft.step(reasons.DOWNTIME_AHEAD, draft.downtime)
 
 
 def _new_side_ready(world: World) -> bool:
@@ -305,6 +303,6 @@ def _spread(total: int, base: Mapping[str, int]) -> dict[str, int]:
 
 def announced_in(reason: str | None, message: str | None) -> frozenset[str]:
     """The announcement a previous Progressing condition made (its key is in brackets at the end)."""
-    if reason != DOWNTIME_REASON or not message or not message.endswith("]") or "[" not in message:
+    if reason != reasons.DOWNTIME_AHEAD or not message or not message.endswith("]") or "[" not in message:
         return frozenset()
     return frozenset({message.rsplit("[", 1)[1][:-1]})
