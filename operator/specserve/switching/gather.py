@@ -230,7 +230,7 @@ class _Round:
         for p in members:
             try:
                 reading = plausible(read(self.targets[p.key], by_query, self.now))
-            except Exception as exc:  # one SpecServe's results must not spoil the others' (issue 31, 3)
+            except Exception as exc:  # one SpecServe's results must not spoil the others'
                 log.exception("switching %s/%s: reading its load failed", *p.key)
                 reading = failed(
                     self.now, reasons.QUERY_FAILED, f"reading the load failed unexpectedly ({_named(exc)})"
@@ -239,7 +239,7 @@ class _Round:
 
     def fail_all(self, members: list[ReadPlan], where: str, exc: BaseException) -> None:
         """A reader that raised: its SpecServes' load is unknown (the others' reading goes on). The exception's
-        type only: what a server answered goes to the log, never to a status (issue 31's read-back)."""
+        type only: what a server answered goes to the log, never to a status."""
         log.error("switching: reading %s failed", where, exc_info=exc)
         message = f"reading {where} failed unexpectedly ({_named(exc)}); the operator's log has the details"
         for p in members:
