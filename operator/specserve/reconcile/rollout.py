@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from specserve.api import reasons
 from specserve.pool_state import PoolCounts
+from specserve.reconcile.traffic import apportion
 
 
 @dataclass(frozen=True)
@@ -278,27 +279,14 @@ def _route_weights(world: World, old: list[str], draining: set[str], ready_side:
     serving = [n for n in target if (lp := live_(n)) is not None and lp.serving and n not in world.excluded]
     eligible = [n for n in serving if not world.live[n].mid_roll and n not in draining]
     if old_serving and not ready_side:
-        chosen = _spread(total, {n: live_route.get(n, 0) for n in old_serving})
+        chosen = apportion(total, {n: live_route.get(n, 0) for n in old_serving})
     elif eligible:
-        chosen = _spread(total, {n: target[n] for n in eligible})
+        chosen = apportion(total, {n: target[n] for n in eligible})
     elif serving:
-        chosen = _spread(total, {n: target[n] for n in serving})
+        chosen = apportion(total, {n: target[n] for n in serving})
     else:  # nothing serves: aim at the target, whichever pool comes up first
-        chosen = _spread(total, {n: w for n, w in target.items() if n not in world.excluded})
+        chosen = apportion(total, {n: w for n, w in target.items() if n not in world.excluded})
     return tuple((n, chosen.get(n, 0)) for n in backends)
-
-
-def _spread(total: int, base: Mapping[str, int]) -> dict[str, int]:
-    """Distribute `total` over the pools of `base` in proportion to their weights (equally when all are 0)."""
-    if not base:
-        return {}
-    share = {n: float(w) for n, w in base.items()} if sum(base.values()) > 0 else {n: 1.0 for n in base}
-    scale = total / sum(share.values())
-    out = {n: int(w * scale) for n, w in share.items()}
-    remainder = total - sum(out.values())
-    for n in sorted(share, key=lambda k: -share[k])[:remainder]:
-        out[n] += 1
-    return out
 
 
 def announced_in(reason: str | None, message: str | None) -> frozenset[str]:
