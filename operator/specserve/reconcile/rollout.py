@@ -49,11 +49,6 @@ class LivePool(PoolCounts):
     template_current: bool = False  # its pod template is the desired one (False for pools no longer rendered)
     failure: str | None = None  # why its pods do not come up (a pod's reason, ProgressDeadlineExceeded), if so
 
-    @property
-    def mid_roll(self) -> bool:
-        """A template roll is in flight (a scale is not one)."""
-        return self.rolling
-
     def want(self, desired: DesiredPool | None) -> int:
         return self.wanted(desired.replicas if desired is not None else None)
 
@@ -277,7 +272,7 @@ def _route_weights(world: World, old: list[str], draining: set[str], ready_side:
         return world.live.get(name)
 
     serving = [n for n in target if (lp := live_(n)) is not None and lp.serving and n not in world.excluded]
-    eligible = [n for n in serving if not world.live[n].mid_roll and n not in draining]
+    eligible = [n for n in serving if not world.live[n].rolling and n not in draining]
     if old_serving and not ready_side:
         chosen = apportion(total, {n: live_route.get(n, 0) for n in old_serving})
     elif eligible:

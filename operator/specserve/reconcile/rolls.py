@@ -122,4 +122,4 @@ class RollBudget:
 def _rolling(live: LivePool, desired: DesiredPool, granted: bool) -> bool:
     if not live.template_current:
         return granted  # let through earlier, its new template not yet seen as current (e.g. apply failed)
-    return live.mid_roll or (granted and not live.settled(desired))
+    return live.rolling or (granted and not live.settled(desired))

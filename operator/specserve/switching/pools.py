@@ -26,8 +26,8 @@ class PoolState:
     # scale-up still starting leave a serving pool settled: "scaling", not "rolling").
     settled: bool
     complete: bool = False  # settled with every wanted pod Ready
-    # the current template is rolled out to every pod, Ready or not: Pending pods of a scale-up are not a roll
-    rolled: bool = True
+    # `specserve.pool_state`'s `rolling`: a template roll in flight (Pending pods of a scale-up are not a roll)
+    rolling: bool = False
     # the Deployment controller gave up on the roll: Progressing=False ProgressDeadlineExceeded ("reason: message")
     stalled: str | None = None
 
@@ -52,7 +52,7 @@ def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[st
                 counts.ready,
                 counts.is_settled(rendered),
                 complete=counts.is_complete(rendered),
-                rolled=not counts.rolling,
+                rolling=counts.rolling,
                 stalled=_stalled(counts),
             )
         )
@@ -116,7 +116,7 @@ def converging(obj: SpecServe, status: SpecServeStatus, states: tuple[PoolState,
     if progressing is not None:
         return progressing
     rolling = [
-        f"{p.name} rolling out ({p.ready}/{p.desired} pods ready)" for p in states if p.desired > 0 and not p.rolled
+        f"{p.name} rolling out ({p.ready}/{p.desired} pods ready)" for p in states if p.desired > 0 and p.rolling
     ]
     idle = [f"no Ready pod of {p.name} (0/{p.desired})" for p in states if p.desired > 0 and p.ready == 0]
     return "; ".join(rolling + idle) or None
