@@ -639,6 +639,12 @@ class Weights(Model):
     speculative: int = Field(ge=0, le=100)
     baseline: int = Field(ge=0, le=100)
 
+    @classmethod
+    def all_on(cls, mode: Mode) -> Weights:
+        """A mode's weights: all of it on the pool that serves `mode` (TrafficSplit before its first decision)."""
+        spec = 100 if mode is Mode.SPECULATIVE else 0
+        return cls(speculative=spec, baseline=100 - spec)
+
 
 class PoolLoad(Model):
     """One pool's load as the switching loop last recorded it (unset: unknown)."""

@@ -111,7 +111,7 @@ def weights(obj: SpecServe, mode: Mode) -> Weights:
         want_spec = False
     elif not want_spec and not base_up and spec_up:
         want_spec = True
-    return Weights(speculative=100, baseline=0) if want_spec else Weights(speculative=0, baseline=100)
+    return Weights.all_on(Mode.SPECULATIVE if want_spec else Mode.BASELINE)
 
 
 def owner_reference(obj: SpecServe) -> dict[str, Any] | None:
