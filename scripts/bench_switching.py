@@ -43,7 +43,7 @@ import yaml  # noqa: E402
 from kubernetes.config import kube_config  # noqa: E402
 from tests.integration.switching_env import Load, Prometheus, ScrapeTarget, emulators  # noqa: E402
 
-from specserve.commands.run import serve  # noqa: E402
+from specserve.commands.supervisor import serve  # noqa: E402
 from specserve.config import OperatorConfig  # noqa: E402
 from specserve.kube.client import ClientOptions, KubeClient  # noqa: E402
 from specserve.kube.kinds import DEPLOYMENT, Kind  # noqa: E402

@@ -26,10 +26,10 @@ Faults (one started every --fault-interval seconds on average, each lasting 10-4
   prometheus  Prometheus stops (outage) / partial-series: some pods of a pool have no series
   latency     API calls for one kind answered 0.5-2 s late
   leader      the leading operator replica is killed (SIGKILL or SIGTERM) and a new replica started
-  hostile-metric  one SpecServe's speculative pods publish sglang:num_running_reqs near 1e200 (varying; it ended
-              every switching round for every SpecServe, issue 31)
+  hostile-metric  one SpecServe's speculative pods publish sglang:num_running_reqs near 1e200 (varying: a count no
+              deployment produces; docs/fault-tolerance.md)
   second-operator a `specserve run` without --leader-elect (a laptop run) starts against the same namespace and
-              is stopped again (two operators fought unnoticed, issue 31)
+              is stopped again (it must refuse to act while the other holds the Lease)
 
 Invariants (each breach printed with its time; --reaction-bound seconds of grace where reacting takes time):
   dead-weight   weight on a pool with no Ready replica while another pool of the SpecServe is Ready

@@ -16,7 +16,7 @@ from typing import Any, cast
 import kopf
 
 from specserve import telemetry
-from specserve.api.conditions import INVALID_SPEC
+from specserve.api import reasons
 from specserve.config import OperatorConfig
 from specserve.finalizers import GONE
 from specserve.kube.client import KubeClient, KubeError
@@ -219,7 +219,7 @@ class Dispatcher:
                 self._background(self._wake(waiting))
         _record(plain, outcome)
         if outcome.newly_invalid and outcome.invalid:
-            await _warn(kube, body, INVALID_SPEC, outcome.invalid)
+            await _warn(kube, body, reasons.INVALID_SPEC, outcome.invalid)
             logger.warning("spec rejected, nothing changed: %s", outcome.invalid)
         for reason, message in outcome.warnings:  # e.g. DowntimeAhead, posted before the next pass acts
             await _warn(kube, body, reason, message)

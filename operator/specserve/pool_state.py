@@ -5,7 +5,7 @@ The reconcile's planner, the status and the switching loop all read a pool throu
 - `rolling`: a pod template roll is in flight: pods of an older template still run, or the Deployment controller
   has not yet observed a change that may be a template change. An unobserved change that only moved
   `spec.replicas` (an HPA or a hand scale: the count differs from the observed one while no old pod runs) is
-  a scale, not a roll: reading it as a roll drained the pool for a moment (route 40/60 -> 0/100 -> 40/60).
+  a scale, not a roll: read as a roll, it would drain the pool for a moment (route 40/60 -> 0/100 -> 40/60).
 - `settled`: not rolling, and at least one Ready pod when any is wanted. Pods still Pending or loading
   after a scale-up do not unsettle a pool that serves: it is "scaling", not "rolling".
 - `complete`: settled with every wanted pod Ready and of the current template (a pool is ready to replace
@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specserve.api import reasons
 from specserve.layout import MANAGED_BY  # every field manager of this operator starts with it
 
 # On the Deployment (not its pod template, which would roll the pods again): which template we applied.
 TEMPLATE_HASH = "specserve.io/template-hash"
-DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 REPLICA_FAILURE = "ReplicaFailure"  # the condition type; its reason is FailedCreate (or FailedDelete)
 
 
@@ -111,7 +111,7 @@ class PoolCounts:
     @property
     def deadline_exceeded(self) -> bool:
         p = self.progress
-        return self.seen and p is not None and p.status == "False" and p.reason == DEADLINE_EXCEEDED
+        return self.seen and p is not None and p.status == "False" and p.reason == reasons.PROGRESS_DEADLINE_EXCEEDED
 
     @property
     def create_failure(self) -> Progress | None:

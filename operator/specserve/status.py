@@ -12,13 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserve.api import reasons
 from specserve.api.conditions import (
-    AUTOSCALER_CONFLICT,
     BASELINE_POOL_READY,
     CONDITION_ORDER,
     CURVE_DRIFT,
     DEGRADED,
-    INVALID_SPEC,
     METRICS_AVAILABLE,
     POD_MONITOR_READY,
     PROGRESSING,
@@ -74,16 +73,16 @@ class PoolHealth:
     def condition(self) -> tuple[ConditionStatus, str, str]:
         counted = f"{self.ready}/{self.desired} pods of {self.name} ready"
         if self.desired == 0:
-            return ConditionStatus.TRUE, "ScaledToZero", f"{self.name} has 0 replicas by spec"
+            return ConditionStatus.TRUE, reasons.SCALED_TO_ZERO, f"{self.name} has 0 replicas by spec"
         if self.up_to_date and self.ready >= self.desired and self.updated >= self.desired:
-            return ConditionStatus.TRUE, "PodsReady", counted
+            return ConditionStatus.TRUE, reasons.PODS_READY, counted
         cause = f": {self.failure.reason}: {self.failure.message}" if self.failure is not None else ""
         if self.up_to_date and self.ready >= 1:
             # Pods of a scale-up still starting do not make a serving pool unready: it is scaling, not rolling.
-            return ConditionStatus.TRUE, "Scaling", f"{counted}; the others are starting{cause}"
+            return ConditionStatus.TRUE, reasons.SCALING, f"{counted}; the others are starting{cause}"
         if self.failure is not None:
             return ConditionStatus.FALSE, self.failure.reason, f"{counted}: {self.failure.message}"
-        return ConditionStatus.FALSE, "PodsNotReady", f"{counted} (model loading can take minutes)"
+        return ConditionStatus.FALSE, reasons.PODS_NOT_READY, f"{counted} (model loading can take minutes)"
 
 
 def pool_moved(recorded: Iterable[Mapping[str, Any]], deployment: Mapping[str, Any]) -> bool:
@@ -129,14 +128,14 @@ class RouteHealth:
 
     def condition(self) -> tuple[ConditionStatus, str, str]:
         if not self.requested:
-            return ConditionStatus.TRUE, "NotRequested", "spec.routing.gateway is unset: no HTTPRoute is managed"
+            return ConditionStatus.TRUE, reasons.NOT_REQUESTED, "spec.routing.gateway is unset: no HTTPRoute is managed"
         if not self.installed:
-            return ConditionStatus.FALSE, "NotInstalled", self.message
+            return ConditionStatus.FALSE, reasons.NOT_INSTALLED, self.message
         if self.accepted is True:
-            return ConditionStatus.TRUE, "Accepted", "the Gateway accepted the HTTPRoute"
+            return ConditionStatus.TRUE, reasons.ACCEPTED, "the Gateway accepted the HTTPRoute"
         if self.accepted is False:
-            return ConditionStatus.FALSE, "NotAccepted", self.message or "the Gateway rejected the HTTPRoute"
-        return ConditionStatus.UNKNOWN, "Pending", self.message
+            return ConditionStatus.FALSE, reasons.NOT_ACCEPTED, self.message or "the Gateway rejected the HTTPRoute"
+        return ConditionStatus.UNKNOWN, reasons.PENDING, self.message
 
 
 @dataclass(frozen=True)
@@ -199,8 +198,8 @@ def _pool_condition(pool: PoolHealth | None, strategy: Strategy, mode: Mode) -> 
     if pool is not None:
         return pool.condition()
     if strategy == Strategy.ADAPTIVE:
-        return ConditionStatus.FALSE, "NotUsed", "the Adaptive strategy runs one pool with in-engine speculation"
-    return ConditionStatus.FALSE, "Inactive", f"the Restart strategy runs one pool; it now serves {mode.value}"
+        return ConditionStatus.FALSE, reasons.NOT_USED, "the Adaptive strategy runs one pool with in-engine speculation"
+    return ConditionStatus.FALSE, reasons.INACTIVE, f"the Restart strategy runs one pool; it now serves {mode.value}"
 
 
 def read_status(body: Mapping[str, Any]) -> SpecServeStatus:
@@ -218,7 +217,7 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
     if seen.read_errors:
         # A transient read error says nothing about the pools: keep what was known, say what failed.
         message = "could not read the live objects, nothing changed: " + "; ".join(seen.read_errors)
-        conds = set_condition(conds, DEGRADED, ConditionStatus.TRUE, "ReadFailed", message, gen, now)
+        conds = set_condition(conds, DEGRADED, ConditionStatus.TRUE, reasons.READ_FAILED, message, gen, now)
         return previous.model_copy(update={"conditions": conds})
 
     spec_c = _pool_condition(seen.speculative_pool, seen.strategy, seen.mode)
@@ -239,24 +238,24 @@ def observed_status(previous: SpecServeStatus, seen: Observation, now: str) -> S
         f"{c} exists and is not owned by this SpecServe: left alone (delete or rename it)" for c in seen.conflicts
     )
     if seen.conflicts:
-        ready = (ConditionStatus.FALSE, "Conflict", conflict)
+        ready = (ConditionStatus.FALSE, reasons.CONFLICT, conflict)
     elif seen.problems:
-        ready = (ConditionStatus.FALSE, "ReconcileFailed", "; ".join(seen.problems))
+        ready = (ConditionStatus.FALSE, reasons.RECONCILE_FAILED, "; ".join(seen.problems))
     elif waiting:
-        ready = (ConditionStatus.FALSE, "PoolsNotReady", "waiting for " + ", ".join(waiting))
+        ready = (ConditionStatus.FALSE, reasons.POOLS_NOT_READY, "waiting for " + ", ".join(waiting))
     elif route_c[0] != ConditionStatus.TRUE:
-        ready = (ConditionStatus.FALSE, "RouteNotReady", route_c[2])
+        ready = (ConditionStatus.FALSE, reasons.ROUTE_NOT_READY, route_c[2])
     else:
-        ready = (ConditionStatus.TRUE, "Serving", f"serving {seen.mode.value} with {seen.strategy.value}")
+        ready = (ConditionStatus.TRUE, reasons.SERVING, f"serving {seen.mode.value} with {seen.strategy.value}")
     conds = set_condition(conds, READY, *ready, gen, now)
     if seen.conflicts:
-        degraded = (ConditionStatus.TRUE, "Conflict", conflict)
+        degraded = (ConditionStatus.TRUE, reasons.CONFLICT, conflict)
     elif seen.problems:
-        degraded = (ConditionStatus.TRUE, "ReconcileFailed", "; ".join(seen.problems))
+        degraded = (ConditionStatus.TRUE, reasons.RECONCILE_FAILED, "; ".join(seen.problems))
     elif seen.autoscaler_conflicts:
-        degraded = (ConditionStatus.TRUE, AUTOSCALER_CONFLICT, "; ".join(seen.autoscaler_conflicts))
+        degraded = (ConditionStatus.TRUE, reasons.AUTOSCALER_CONFLICT, "; ".join(seen.autoscaler_conflicts))
     else:
-        degraded = (ConditionStatus.FALSE, "AsExpected", "the spec is valid and applied")
+        degraded = (ConditionStatus.FALSE, reasons.AS_EXPECTED, "the spec is valid and applied")
     conds = set_condition(conds, DEGRADED, *degraded, gen, now)
     failed_apply = seen.problems or seen.conflicts
     return previous.model_copy(
@@ -280,7 +279,7 @@ def _progressing(pools: list[PoolHealth], step: tuple[str, str] | None) -> tuple
         return ConditionStatus.FALSE, first.reason, message
     if step is not None:
         return ConditionStatus.TRUE, *step
-    return ConditionStatus.FALSE, "Settled", "every pool runs the current spec"
+    return ConditionStatus.FALSE, reasons.SETTLED, "every pool runs the current spec"
 
 
 def _with_since(previous: SpecServeStatus, pools: Iterable[PoolHealth], now: str) -> list[PoolHealth]:
@@ -307,8 +306,8 @@ def new_failures(previous: SpecServeStatus, current: SpecServeStatus) -> tuple[t
     ]
     old = find_condition(previous.conditions, DEGRADED)
     new = find_condition(current.conditions, DEGRADED)
-    if new is not None and new.reason == AUTOSCALER_CONFLICT and (old is None or old.message != new.message):
-        out.append((AUTOSCALER_CONFLICT, new.message))
+    if new is not None and new.reason == reasons.AUTOSCALER_CONFLICT and (old is None or old.message != new.message):
+        out.append((reasons.AUTOSCALER_CONFLICT, new.message))
     return tuple(out)
 
 
@@ -322,7 +321,9 @@ def invalid_status(
     """The status when the spec cannot be served: Degraded says why; observedGeneration stays at the last
     generation that was applied. `running` (pool condition type -> the pool left running, as observed) keeps the
     pools reported: an invalid edit does not blind the status to the pods still serving."""
-    conds = set_condition(previous.conditions, DEGRADED, ConditionStatus.TRUE, INVALID_SPEC, message, generation, now)
+    conds = set_condition(
+        previous.conditions, DEGRADED, ConditionStatus.TRUE, reasons.INVALID_SPEC, message, generation, now
+    )
     if running is None:
         return previous.model_copy(update={"conditions": conds})
     for type_, pool in running.items():

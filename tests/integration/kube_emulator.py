@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from specserve.commands.run import serve
+from specserve.commands.supervisor import serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve_kubefake import FakeApiServer, write_kubeconfig

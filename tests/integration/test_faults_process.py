@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from specserve.commands.run import LeadershipLostError, serve
+from specserve.commands.supervisor import LeadershipLostError, serve
 from specserve.config import OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.layout import LABEL_INSTANCE

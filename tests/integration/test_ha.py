@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 
-from specserve.commands.run import serve
+from specserve.commands.supervisor import serve
 from specserve.config import FINALIZER, LeaderElection, OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
 from specserve.kube.rbac import REQUIRED_RULES, allows
@@ -236,7 +236,7 @@ async def test_the_operator_acts_only_while_it_holds_the_lease(fake: ThreadedFak
 
 
 async def test_losing_the_lease_stops_the_operator_with_an_error(fake: ThreadedFake, kimi_doc: dict[str, Any]) -> None:
-    from specserve.commands.run import LeadershipLostError  # noqa: PLC0415
+    from specserve.commands.supervisor import LeadershipLostError  # noqa: PLC0415
 
     fake.create(seeded(kimi_doc, "kimi"))
     async with running_operator(lease_config("pod-a")) as task:

@@ -12,7 +12,8 @@ from typing import Any, cast
 import kopf
 import pytest
 
-from specserve.commands.run import add_arguments, build_registry, client_options, config_from
+from specserve.commands.run import add_arguments, client_options, config_from
+from specserve.commands.supervisor import build_registry
 from specserve.config import ANNOTATIONS_PREFIX, FINALIZER, LeanDiffBaseStorage, OperatorConfig, kopf_settings
 from specserve.kopf_errors import kube_errors_are_temporary
 from specserve.kube.client import KubeError

@@ -3,7 +3,7 @@ Ready ones, never all the weight off and never onto a pool that is not Ready."""
 
 from __future__ import annotations
 
-from specserve.reconcile.traffic import relieve
+from specserve.reconcile.traffic import apportion, keep_serving, relieve
 
 KNOWN = frozenset({"a", "b", "c"})
 
@@ -25,3 +25,21 @@ def test_a_backend_the_watch_knows_nothing_of_keeps_its_share_and_gets_none() ->
     # "x" is no pool the watch reported: neither relieved nor given weight (it may be a pool not seen yet).
     assert relieve({"x": 50, "b": 50, "a": 0}, {"a"}, KNOWN) == (("x", 50), ("b", 0), ("a", 50))
     assert relieve({"x": 0, "b": 100}, {"x"}, KNOWN) is None
+
+
+def test_apportion_splits_in_whole_numbers_by_weight() -> None:
+    assert apportion(100, {"a": 1, "b": 1, "c": 1}) == {"a": 34, "b": 33, "c": 33}  # ties: in order
+    assert apportion(100, {"a": 0, "b": 0}) == {"a": 50, "b": 50}  # all 0: equally
+    assert apportion(7, {"a": 1, "b": 3}) == {"a": 1, "b": 6}  # floors 1 and 5, the remainder to the larger
+    assert apportion(100, {}) == {}
+
+
+def test_apportion_floors_exact_shares_exactly() -> None:
+    """97 of 194 is exactly half: 50, not a float's 49.99... (the rollout's float split gave the left-over to a,
+    37/50/13)."""
+    assert apportion(100, {"a": 70, "b": 97, "c": 27}) == {"a": 36, "b": 51, "c": 13}
+
+
+def test_keep_serving_shares_equally_among_ready_backends() -> None:
+    assert keep_serving((("a", 100), ("b", 0), ("c", 0)), {"b", "c"}) == (("a", 0), ("b", 50), ("c", 50))
+    assert keep_serving((("a", 40), ("b", 60)), {"a"}) == (("a", 40), ("b", 60))  # already serving: unchanged

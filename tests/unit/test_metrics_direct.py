@@ -11,11 +11,12 @@ import aiohttp
 import pytest
 from prometheus_client import generate_latest
 
+from specserve.api import reasons
 from specserve.api.validation import parse_object
 from specserve.metrics.direct import DirectSource, histogram_quantile, http_fetch, parse_scrape
 from specserve.metrics.promql import PoolKey, Signal, Windows
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, ReadTarget, Reason, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, index, read
 from specserve.switching.gather import pod_urls
 from specserve_tools.emulator.engine import EngineConfig, Mode
 from specserve_tools.emulator.metrics import build_metrics
@@ -205,4 +206,4 @@ def test_direct_counts_the_pods_it_scraped_so_a_missing_ready_pod_reads_unknown(
     assert results[Signal.SERIES].values == {KEY: 1.0}
     target = ReadTarget(KEY.namespace, KEY.name, (PoolTarget(KEY.pool, 2, True),), 15.0)
     reading = read(target, index(results.values()), 1.0)
-    assert reading.sample.demand is None and reading.reason == Reason.PARTIAL
+    assert reading.sample.demand is None and reading.reason == reasons.PARTIAL_SERIES

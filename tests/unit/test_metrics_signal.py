@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from specserve.api import reasons
 from specserve.metrics.promql import PoolKey, Query, Signal, Windows, grouped_queries
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, ReadTarget, Reason, index, read
+from specserve.metrics.signal import PoolTarget, ReadTarget, index, read
 
 NOW = 1000.0
 SPEC, BASE = PoolKey("llm", "a", "speculative"), PoolKey("llm", "a", "baseline")
@@ -51,14 +52,14 @@ def test_demand_is_running_plus_queued_over_every_pool() -> None:
 def test_an_errored_query_makes_demand_unknown_with_the_query() -> None:
     reading = read(TARGET, results(healthy(), {Signal.QUEUED: ("Prometheus at p: timed out", False)}), NOW)
     assert reading.sample.demand is None
-    assert reading.reason == Reason.QUERY_FAILED
+    assert reading.reason == reasons.QUERY_FAILED
     assert reading.sample.error == "Prometheus at p: timed out"
     assert reading.query is not None and "sglang:num_queue_reqs" in reading.query
 
 
 def test_a_refused_query_is_reported_as_refused() -> None:
     reading = read(TARGET, results(healthy(), {Signal.RUNNING: ("bad_data", True)}), NOW)
-    assert reading.reason == Reason.QUERY_REFUSED and reading.sample.demand is None
+    assert reading.reason == reasons.QUERY_REFUSED and reading.sample.demand is None
 
 
 def test_a_pool_with_ready_pods_and_no_series_is_unknown_not_zero() -> None:
@@ -66,7 +67,7 @@ def test_a_pool_with_ready_pods_and_no_series_is_unknown_not_zero() -> None:
     del values[Signal.RUNNING][BASE]
     reading = read(TARGET, results(values), NOW)
     assert reading.sample.demand is None
-    assert reading.reason == Reason.NO_DATA
+    assert reading.reason == reasons.NO_DATA
     assert "pool baseline" in (reading.sample.error or "") and "2 Ready pods" in (reading.sample.error or "")
 
 
@@ -80,7 +81,7 @@ def test_series_older_than_two_scrape_intervals_are_stale() -> None:
     values = healthy()
     values[Signal.FRESHNESS][SPEC] = NOW - 31  # scrape interval 15 s
     reading = read(TARGET, results(values), NOW)
-    assert reading.sample.demand is None and reading.reason == Reason.STALE
+    assert reading.sample.demand is None and reading.reason == reasons.STALE
     values[Signal.FRESHNESS][SPEC] = NOW - 29
     assert read(TARGET, results(values), NOW).sample.demand == 16.0
 
@@ -106,7 +107,7 @@ def test_fewer_series_than_ready_pods_make_the_pool_unknown_not_low() -> None:
     # Baseline has 2 Ready pods; Prometheus returns the series of one: its load is half read, not low.
     reading = read(TARGET, results(healthy(series={SPEC: 1.0, BASE: 1.0})), NOW)
     assert reading.sample.demand is None
-    assert reading.reason == Reason.PARTIAL
+    assert reading.reason == reasons.PARTIAL_SERIES
     assert reading.sample.error is not None and "1 of the 2 Ready pods of pool baseline" in reading.sample.error
     assert reading.query is not None and reading.query.startswith("count by")
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserve.kube.lease import OPERATOR_CONFLICT, LeaseElector, PresenceGuard
+from specserve.api import reasons
+from specserve.kube.lease import LeaseElector, PresenceGuard
 from tests.unit.test_lease import Clock, MemoryLeases, election
 
 JSON = dict[str, Any]
@@ -32,7 +33,7 @@ async def test_the_second_operator_refuses_to_act_until_the_first_is_gone() -> N
     assert not await a.check()  # the first takes the Lease and acts
     assert await b.check() and b.other == "pod-a"
     assert await b.check()  # still held: reported once
-    assert [(t, r) for t, r, _ in events.posted] == [("Warning", OPERATOR_CONFLICT)]
+    assert [(t, r) for t, r, _ in events.posted] == [("Warning", reasons.OPERATOR_CONFLICT)]
     assert "pod-b refuses to act" in events.posted[0][2] and seen == [True]
     clock.now += 10
     assert not await a.check()  # a renews: b still waits, whatever the time

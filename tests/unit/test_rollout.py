@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specserve.api import reasons as why
 from specserve.reconcile.rollout import (
-    DOWNTIME_REASON,
-    GATEWAY_REASON,
-    PLANNED_RESTART_REASON,
     DesiredPool,
     LivePool,
     Plan,
@@ -203,12 +201,12 @@ def test_a_single_replica_pool_announces_its_downtime_before_restarting() -> Non
     p = plan(single(live(ENGINE, current=False)))
     assert p.held == frozenset({ENGINE})
     assert p.downtime is not None and "off the air" in p.downtime
-    assert reasons(p) == [DOWNTIME_REASON]
+    assert reasons(p) == [why.DOWNTIME_AHEAD]
     announced = frozenset({p.announcement}) if p.announcement else frozenset()
     act = plan(single(live(ENGINE, current=False), announced=announced))
     assert act.held == frozenset() and act.downtime is None
     # The restart itself has its own reason: the alerts tell a planned gap from an outage by it.
-    assert reasons(act) == [PLANNED_RESTART_REASON]
+    assert reasons(act) == [why.PLANNED_RESTART]
 
 
 def test_an_announcement_for_another_template_does_not_count() -> None:
@@ -253,7 +251,7 @@ def test_no_serving_pool_rolls_or_goes_until_the_gateway_took_the_last_weight_ch
     assert SPEC not in plan(drained).held
     waiting = plan(replace(drained, gateway_pending="waiting for the Gateway"))
     assert SPEC in waiting.held and not waiting.settled
-    assert reasons(waiting)[-1] == GATEWAY_REASON and waiting.steps[-1].message == "waiting for the Gateway"
+    assert reasons(waiting)[-1] == why.WAITING_FOR_GATEWAY and waiting.steps[-1].message == "waiting for the Gateway"
     stale = World(
         desired=(desired(SPEC),),
         live={SPEC: live(SPEC), BASE: live(BASE)},
@@ -268,4 +266,4 @@ def test_no_serving_pool_rolls_or_goes_until_the_gateway_took_the_last_weight_ch
 def test_a_gateway_wait_holds_nothing_that_serves_no_traffic() -> None:
     idle = split(live(SPEC, current=False, ready=0), live(BASE), {SPEC: 0, BASE: 100})
     p = plan(replace(idle, gateway_pending="waiting for the Gateway"))
-    assert SPEC not in p.held and GATEWAY_REASON not in reasons(p)
+    assert SPEC not in p.held and why.WAITING_FOR_GATEWAY not in reasons(p)

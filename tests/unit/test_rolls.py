@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from specserve.reconcile.rollout import ROLL_SLOT_REASON, DesiredPool, LivePool, World, plan
+from specserve.api import reasons
+from specserve.reconcile.rollout import DesiredPool, LivePool, World, plan
 from specserve.reconcile.rolls import RollBudget
 
 
@@ -36,7 +37,7 @@ def test_without_a_budget_the_plan_is_unchanged_and_with_none_left_a_roll_waits_
     assert len(one.held) == 1
     none = plan(replace(changed, roll_slots=0))
     assert none.held == {"a-spec", "a-base"}
-    assert none.steps[0].reason == ROLL_SLOT_REASON  # Progressing names why
+    assert none.steps[0].reason == reasons.WAITING_FOR_ROLL_SLOT  # Progressing names why
     assert "max-concurrent-rolls" in none.steps[0].message
 
 

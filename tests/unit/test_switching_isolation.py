@@ -9,12 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserve.api import reasons
 from specserve.metrics.promql import Query
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Knobs, PolicyState, Sample, Verdict
-from specserve.switching.gather import IMPLAUSIBLE
-from specserve.switching.loop import EVALUATION_FAILED
 from tests.unit.test_switching_loop import FakeReaders, StandIn, World, body_of, make_world
 
 JSON = dict[str, Any]
@@ -57,7 +56,7 @@ async def test_an_evaluation_that_raises_holds_that_specserve_and_the_round_goes
     bad = w.status("bad")
     assert "lastDecision" not in bad and bad["switching"]["weights"] == {"speculative": 0, "baseline": 100}
     cond = w.condition("MetricsAvailable", "bad")
-    assert (cond["status"], cond["reason"]) == ("False", EVALUATION_FAILED)
+    assert (cond["status"], cond["reason"]) == ("False", reasons.EVALUATION_FAILED)
     assert "OverflowError" in cond["message"] and "unknown" in cond["message"]
     assert ("Warning", "MetricsUnavailable") in [(t, r) for t, r, _ in w.kube.events]
     # The policy decided "bad" again on unknown load, knowing only its pools' Ready replicas (a failover acts on them).
@@ -75,7 +74,7 @@ async def test_a_reading_no_deployment_produces_is_unknown_and_named(kimi_doc: J
         w.prom.demand["bad"] = huge
         await rounds(w, 100, 105, 110)
         cond = w.condition("MetricsAvailable", "bad")
-        assert (cond["status"], cond["reason"]) == ("False", IMPLAUSIBLE), huge
+        assert (cond["status"], cond["reason"]) == ("False", reasons.IMPLAUSIBLE_READING), huge
         assert all(s.demand is None for _, s, _ in w.policy.calls if s.demand != 2.0)  # the policy saw unknown
         assert "lastDecision" not in w.status("bad")
     assert w.triggered == ["good"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specserve.api import reasons
 from specserve.api.models import (
     HISTORY_LIMIT,
     ConditionStatus,
@@ -13,7 +14,7 @@ from specserve.api.models import (
     SpecServeStatus,
     Weights,
 )
-from specserve.metrics.signal import Reading, Reason
+from specserve.metrics.signal import Reading
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample, Verdict
 from specserve.switching.record import (
     Source,
@@ -85,7 +86,7 @@ def test_snapshot_sums_queued_over_pools() -> None:
 
 
 def test_metrics_unavailable_only_after_the_threshold_and_then_stable() -> None:
-    unknown = Reading(Sample(0.0, None, error="Prometheus at p unreachable"), Reason.QUERY_FAILED, "sum(x)")
+    unknown = Reading(Sample(0.0, None, error="Prometheus at p unreachable"), reasons.QUERY_FAILED, "sum(x)")
     source = Source("Prometheus at p")
     status = SpecServeStatus()
     assert metrics_condition(status, unknown, 2, source, 1, "t0") == status  # two failures: left as it was

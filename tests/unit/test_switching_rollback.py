@@ -51,23 +51,25 @@ def test_an_adaptive_rerender_is_rolled_back_only_while_its_rollback_point_is_ke
     assert failed_change(obj_of(kimi_doc, "TrafficSplit"), status(STUCK, spec, Mode.BASELINE)) is None
 
 
-def pool(desired: int, ready: int, rolled: bool) -> PoolState:
-    return PoolState("engine", "kimi-k25-engine", True, desired, ready, rolled and ready >= desired, rolled=rolled)
+def pool(desired: int, ready: int, rolling: bool) -> PoolState:
+    return PoolState(
+        "engine", "kimi-k25-engine", True, desired, ready, not rolling and ready >= desired, rolling=rolling
+    )
 
 
 def test_pending_pods_of_a_scale_up_do_not_freeze_restart_but_a_roll_does(kimi_doc: dict[str, Any]) -> None:
     obj = obj_of(kimi_doc, "Restart")
     settled = status(None, Mode.SPECULATIVE, Mode.SPECULATIVE)
-    assert converging(obj, settled, (pool(4, 2, rolled=True),)) is None  # scaling 2 -> 4: not a roll
-    why = converging(obj, settled, (pool(4, 2, rolled=False),))
+    assert converging(obj, settled, (pool(4, 2, rolling=False),)) is None  # scaling 2 -> 4: not a roll
+    why = converging(obj, settled, (pool(4, 2, rolling=True),))
     assert why is not None and "kimi-k25-engine rolling out (2/4 pods ready)" in why
-    assert converging(obj, settled, (pool(2, 0, rolled=True),)) == "no Ready pod of kimi-k25-engine (0/2)"
+    assert converging(obj, settled, (pool(2, 0, rolling=False),)) == "no Ready pod of kimi-k25-engine (0/2)"
 
 
 def test_traffic_split_is_never_frozen_by_a_stuck_pool_or_a_route_held_elsewhere(kimi_doc: dict[str, Any]) -> None:
     obj = obj_of(kimi_doc, "TrafficSplit")
     base = status(STUCK, Mode.BASELINE, Mode.BASELINE)
-    stuck = (PoolState("speculative", "kimi-k25-spec", True, 2, 0, False, rolled=False),)
+    stuck = (PoolState("speculative", "kimi-k25-spec", True, 2, 0, False, rolling=True),)
     assert converging(obj, base, stuck) is None  # a stuck pool: weights between Ready pools still move
     switching = base.switching
     assert switching is not None

@@ -1,5 +1,5 @@
-"""A SpecServe's status conditions: their types, the reasons more than one module writes or reads, and the one way
-to find a condition by type. Which writer owns which condition is in specserve.status (the Writer table: RECONCILE,
+"""A SpecServe's status conditions: their types and the one way to find a condition by type (their reasons are in
+specserve.api.reasons). Which writer owns which condition is in specserve.status (the Writer table: RECONCILE,
 SWITCHING_LOOP)."""
 
 from __future__ import annotations
@@ -31,10 +31,6 @@ CONDITION_ORDER = (
 )
 # Conditions whose True is the abnormal state (Kubernetes' "abnormal-true" polarity): False is the fine one.
 ABNORMAL_TRUE = frozenset({DEGRADED, PROGRESSING, SWITCHING, CURVE_DRIFT})
-
-# Reasons
-INVALID_SPEC = "InvalidSpec"  # Degraded (and the Warning event): the spec was rejected, nothing applied
-AUTOSCALER_CONFLICT = "AutoscalerConflict"  # Degraded: an autoscaler scales a pool the operator sizes
 
 
 def find_condition(conditions: Iterable[Condition], type_: str) -> Condition | None:

@@ -115,6 +115,29 @@ class Rule(StrEnum):
     ROLLBACK = "Rollback"  # the loop undoing its own change whose roll failed
 
 
+class Action(StrEnum):
+    """What one switching evaluation decided (status.history[].action, the Normal/Warning event's reason)."""
+
+    HOLD = "Hold"  # nothing changes
+    SET_WEIGHTS = "SetWeights"  # TrafficSplit: new HTTPRoute weights
+    RESTART = "Restart"  # Restart: roll the pool into the other mode
+    RECONFIGURE = "Reconfigure"  # Adaptive: re-render the adaptive config (rolls the pool)
+    ROLLBACK = "Rollback"  # undo the policy's own Restart/Reconfigure whose roll ran past its deadline
+
+
+class PendingKind(StrEnum):
+    # What the switching policy waits on (status.switching.pending.kind).
+    WAITING = "Waiting"  # TrafficSplit: a wish waiting out its stabilization window
+    MOVING = "Moving"  # TrafficSplit: a move under way, stepping on towards its target each evaluation
+    ADVISED = "Advised"  # advisory: this recommendation was recorded once; it is not recorded again
+
+
+class MetricsSourceKind(StrEnum):
+    # Where the switching loop reads load from (spec.switching.metrics.source).
+    PROMETHEUS = "Prometheus"
+    DIRECT = "Direct"  # the operator scrapes the pods' /metrics itself
+
+
 class Algorithm(StrEnum):
     EAGLE3 = "EAGLE3"
     EAGLE = "EAGLE"
@@ -433,8 +456,10 @@ class Curves(Model):
 
 
 class MetricsSource(Model):
-    source: Literal["Prometheus", "Direct"] = Field(
-        default="Prometheus", description="Read load from Prometheus, or scrape pods' /metrics directly."
+    # The members spelled out (not the enum type): the schema keeps its shape, the CRD its text.
+    source: Literal[MetricsSourceKind.PROMETHEUS, MetricsSourceKind.DIRECT] = Field(
+        default=MetricsSourceKind.PROMETHEUS,
+        description="Read load from Prometheus, or scrape pods' /metrics directly.",
     )
     prometheus_url: str | None = Field(
         default=None,
@@ -614,6 +639,12 @@ class Weights(Model):
     speculative: int = Field(ge=0, le=100)
     baseline: int = Field(ge=0, le=100)
 
+    @classmethod
+    def all_on(cls, mode: Mode) -> Weights:
+        """A mode's weights: all of it on the pool that serves `mode` (TrafficSplit before its first decision)."""
+        spec = 100 if mode is Mode.SPECULATIVE else 0
+        return cls(speculative=spec, baseline=100 - spec)
+
 
 class PoolLoad(Model):
     """One pool's load as the switching loop last recorded it (unset: unknown)."""
@@ -663,12 +694,12 @@ class PendingMove(Model):
     """What the switching policy waits on (a stabilization window, a move under way) or has recommended once
     (advisory). Typed: nothing here is parsed from a string."""
 
-    kind: Literal["Waiting", "Moving", "Advised"]
+    kind: PendingKind
     since: str | None = Field(
         default=None, description="When the wish began: its stabilization window counts from here."
     )
     speculative_weight: int | None = Field(default=None, ge=0, le=100, description="TrafficSplit: the weight wanted.")
-    action: Literal["SetWeights", "Restart", "Reconfigure"] | None = Field(
+    action: Literal[Action.SET_WEIGHTS, Action.RESTART, Action.RECONFIGURE] | None = Field(
         default=None, description="Advised: the change recommended."
     )
     mode: Mode | None = None
@@ -681,20 +712,20 @@ def legacy_pending(pending: object, since: object) -> dict[str, object] | None:
     (a stabilization window restarts, nothing else)."""
     if not isinstance(pending, str):
         return None
-    text, kind = pending, "Waiting"
-    for prefix, named in (("moving ", "Moving"), ("advised ", "Advised")):
+    text, kind = pending, PendingKind.WAITING
+    for prefix, named in (("moving ", PendingKind.MOVING), ("advised ", PendingKind.ADVISED)):
         if text.startswith(prefix):
             text, kind = text[len(prefix) :], named
     out: dict[str, object] = {"kind": kind, "since": since if isinstance(since, str) else None}
     try:
         if text.startswith("w="):
             out["speculativeWeight"] = int(text[2:])
-            if kind == "Advised":
-                out["action"] = "SetWeights"
-        elif kind == "Advised" and text.startswith("Restart->"):
-            out.update(action="Restart", mode=text.removeprefix("Restart->"))
-        elif kind == "Advised" and text.startswith("crossover="):
-            out.update(action="Reconfigure", adaptiveCrossover=float(text.removeprefix("crossover=")))
+            if kind is PendingKind.ADVISED:
+                out["action"] = Action.SET_WEIGHTS
+        elif kind is PendingKind.ADVISED and text.startswith("Restart->"):
+            out.update(action=Action.RESTART, mode=text.removeprefix("Restart->"))
+        elif kind is PendingKind.ADVISED and text.startswith("crossover="):
+            out.update(action=Action.RECONFIGURE, adaptiveCrossover=float(text.removeprefix("crossover=")))
         else:
             return None
     except ValueError:

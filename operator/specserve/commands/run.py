@@ -1,38 +1,30 @@
-"""`specserve run`: run the operator against the cluster in KUBECONFIG or the in-cluster service account."""
+"""`specserve run`: run the operator against the cluster in KUBECONFIG or the in-cluster service account: the
+command line, the configuration it makes, logging; the process itself is supervised by `commands.supervisor`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import socket
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
-from urllib.parse import urlsplit
 
 import kopf
-from aiohttp import web
 from prometheus_client import start_http_server
 
-from specserve import handlers, telemetry
+from specserve import telemetry
 from specserve.api.install_policy import InstallPolicy
-from specserve.config import LeaderElection, OperatorConfig, kopf_settings
+from specserve.commands.supervisor import (
+    EXIT_GRACE_SECONDS,
+    EXIT_LEADERSHIP_LOST,
+    LeadershipLostError,
+    exit_after,
+    serve,
+)
+from specserve.config import LeaderElection, OperatorConfig
 from specserve.kube.client import ClientOptions, KubeClient
-from specserve.kube.lease import LeaseElector, PresenceGuard
-from specserve.reconcile.failover import fail_over_everywhere
-from specserve.slots import MEMO_KEY, Slots
 
 log = logging.getLogger("specserve")
-EXIT_LEADERSHIP_LOST = 3
-EXIT_GRACE_SECONDS = 5.0  # a deposed leader's orderly shutdown gets this long before the process exits anyway
-
-
-class LeadershipLostError(RuntimeError):
-    """The lease went to another replica (or could not be renewed): this process must stop acting and exit."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,193 +178,6 @@ def client_options(config: OperatorConfig) -> ClientOptions:
     )
 
 
-def build_registry(
-    config: OperatorConfig, stop: asyncio.Event | None = None, signals_to: asyncio.Event | None = None
-) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, config)
-    if signals_to is not None:
-
-        @kopf.on.startup(registry=registry)
-        async def hand_over_on_signals(**_: Any) -> None:
-            # SIGTERM and SIGINT stop the operator as a caller's stop does (serve's `stop_flag`): the Lease is
-            # handed over first, then kopf shuts down. kopf's own handlers (installed as it started, replaced
-            # here) stop it first, and its orderly shutdown waits for the handlers in progress: a SIGTERMed
-            # leader kept the Lease for up to 37 s under a slow API (the soak) while acting no more.
-            # Soon, not now: kopf installs its own once its tasks (this one among them) have had a first step.
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.call_soon(loop.add_signal_handler, sig, signals_to.set)
-
-    if stop is not None:
-
-        @kopf.on.cleanup(registry=registry)
-        async def stopping(**_: Any) -> None:
-            # Stopped by a signal, kopf leaves its waiter on our stop flag pending and waits 5 s for it at exit.
-            stop.set()
-
-    return registry
-
-
-async def _operate(
-    config: OperatorConfig, kube: KubeClient, stop_flag: asyncio.Event, signals_to: asyncio.Event | None
-) -> None:
-    await kopf.operator(
-        registry=build_registry(config, stop_flag, signals_to),
-        settings=kopf_settings(config),
-        standalone=True,  # no kopf peering (it needs its own CRDs): the Lease keeps replicas apart
-        clusterwide=config.clusterwide,
-        namespaces=config.namespaces,
-        liveness_endpoint=config.liveness_endpoint,
-        # Every object's memo is a shallow copy of this one: they share the client and the reconcile slots.
-        memo=kopf.Memo({"kube": kube, MEMO_KEY: Slots(config.max_concurrent_reconciles)}),
-        stop_flag=stop_flag,
-    )
-
-
-async def _alive(_: web.Request) -> web.Response:
-    return web.json_response({"standby": True})
-
-
-@contextlib.asynccontextmanager
-async def _standby_health(endpoint: str | None) -> AsyncIterator[None]:
-    """Answer the liveness probe while standing by (kopf serves it once leading): else the kubelet would keep
-    restarting a healthy standby. The port is free again before kopf binds it."""
-    if endpoint is None:
-        yield
-        return
-    url = urlsplit(endpoint)
-    app = web.Application()
-    app.router.add_get(url.path or "/", _alive)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, url.hostname or "0.0.0.0", url.port or 80, reuse_address=True).start()
-    try:
-        yield
-    finally:
-        await runner.cleanup()
-
-
-async def serve(
-    config: OperatorConfig,
-    kube: KubeClient,
-    stop_flag: asyncio.Event | None = None,
-    on_lost: Callable[[], None] | None = None,
-    signals: bool = False,
-) -> None:
-    """Run the operator until `stop_flag` is set (or, with `signals`, SIGTERM or SIGINT: the same stop). With
-    leader election, wait for the lease first, hand it over the moment a stop begins (kopf's orderly shutdown may
-    take long: nothing acts meanwhile, so a standby should), and raise LeadershipLostError after stopping when it
-    is lost. Closes `kube`'s connections at the end.
-
-    While leading, `kube` is fenced by the lease (KubeClient.fence): no write leaves this process once the lease
-    lapsed or went to another replica, whatever is still running. `on_lost` is called the moment the loss is
-    noticed (the CLI arms a hard exit there: kopf's shutdown must not hold a deposed leader alive for long)."""
-    external = stop_flag or asyncio.Event()
-    # Unfenced: the Lease's own writes must go out while the fence is closed.
-    lease_kube = kube.sibling() if config.leader_election or config.presence else None
-    elector = LeaseElector(lease_kube, config.leader_election) if lease_kube and config.leader_election else None
-    presence = (
-        PresenceGuard(LeaseElector(lease_kube, config.presence), lease_kube, _conflict)
-        if lease_kube is not None and config.presence is not None and elector is None
-        else None
-    )
-    lost = asyncio.Event()
-    try:
-        if elector is not None:
-            kube.fence(lambda: elector.leading)
-            async with _standby_health(config.liveness_endpoint):
-                if not await elector.acquire(external):
-                    return  # stopped while standing by
-        if presence is not None:  # no election: still never two operators acting on the same objects
-            kube.fence(lambda: not presence.conflict)
-            async with _standby_health(config.liveness_endpoint):
-                if not await presence.wait_clear(external):
-                    return  # stopped while another operator acted
-        stop = asyncio.Event()  # what kopf watches: the caller's stop, or the lease lost
-        telemetry.LEADER.set(1)
-        # Tasks created before kopf starts: kopf's shutdown waits for (then cancels) the tasks spawned after it.
-        stopped = asyncio.ensure_future(external.wait())
-        keeping = elector.hold() if elector is not None else presence.watch() if presence is not None else None
-        holding = asyncio.ensure_future(keeping if keeping is not None else asyncio.Event().wait())
-        hand_over = elector.release if elector is not None else presence.release if presence is not None else None
-        guard = asyncio.create_task(
-            _guard(stopped, holding, lost, stop, kube, on_lost, hand_over), name="specserve stop guard"
-        )
-        # Traffic first: pools that died while no leader acted, before kopf has even discovered the API.
-        first = asyncio.create_task(fail_over_everywhere(kube, config.namespaces or (None,)), name="first failover")
-        try:
-            await _operate(config, kube, stop, external if signals else None)
-        except asyncio.CancelledError:
-            if not stop.is_set():
-                raise  # a cancellation from outside, not kopf's own way of ending after the stop flag
-        finally:
-            for task in (guard, stopped, holding, first):
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await guard
-        if lost.is_set():
-            raise LeadershipLostError("the lease was lost; stopped acting")
-    finally:
-        telemetry.LEADER.set(0)
-        if elector is not None and not lost.is_set():
-            await elector.release()
-        if presence is not None:
-            await presence.release()
-        await kube.close()
-        if lease_kube is not None:
-            await lease_kube.close()
-
-
-def _conflict(conflict: bool, _other: str) -> None:
-    """Another operator holds the Lease (or no longer does): this process does not act meanwhile."""
-    telemetry.OPERATOR_CONFLICT.set(int(conflict))
-    telemetry.LEADER.set(0 if conflict else 1)
-
-
-async def _guard(
-    stopped: asyncio.Future[Any],
-    holding: asyncio.Future[Any],
-    lost: asyncio.Event,
-    stop: asyncio.Event,
-    kube: KubeClient,
-    on_lost: Callable[[], None] | None,
-    hand_over: Callable[[], Awaitable[None]] | None,
-) -> None:
-    """Set `stop` when the caller stops us (`stopped`) or when the lease is lost (`holding` ends; `lost` too).
-    On a loss, drop the client's connections at once: requests still in flight (sent before the fence closed)
-    are cut instead of running to their timeout. On a stop, `hand_over` the lease first (its release closes the
-    write fence at once), as controller-runtime's LeaderElectionReleaseOnCancel does."""
-    try:
-        await asyncio.wait([stopped, holding], return_when=asyncio.FIRST_COMPLETED)
-        if holding.done() and not stopped.done():
-            lost.set()
-            if on_lost is not None:
-                on_lost()
-            await kube.close()
-        elif hand_over is not None:
-            holding.cancel()  # no renewal may race the release
-            await hand_over()
-    finally:
-        stopped.cancel()
-        holding.cancel()
-        stop.set()
-
-
-def _exit_after(seconds: float) -> Callable[[], None]:
-    """controller-runtime exits the moment it loses its lease; kopf's orderly shutdown waits for handlers and
-    watches. Give it `seconds`, then end the process whatever it is doing (a daemon timer thread: it fires even
-    if the event loop is blocked)."""
-
-    def arm() -> None:
-        log.error("the lease was lost: exiting within %.0f s", seconds)
-        timer = threading.Timer(seconds, os._exit, (EXIT_LEADERSHIP_LOST,))
-        timer.daemon = True
-        timer.start()
-
-    return arm
-
-
 def configure_logging(args: argparse.Namespace) -> None:
     """Every logger (the operator's, kopf's) through kopf's handler; JSON with python-json-logger (kopf's own
     dependency), the SpecServe a message is about under "object"."""
@@ -401,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot load Kubernetes credentials: %s", exc)
         return 2
     try:
-        asyncio.run(serve(config, kube, on_lost=_exit_after(EXIT_GRACE_SECONDS), signals=True))
+        asyncio.run(serve(config, kube, on_lost=exit_after(EXIT_GRACE_SECONDS), signals=True))
     except asyncio.CancelledError:
         pass  # kopf's way of ending after a signal, as kopf.run() treats it
     except LeadershipLostError as exc:

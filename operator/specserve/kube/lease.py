@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from specserve.api import reasons
 from specserve.clock import rfc3339
 from specserve.config import LeaderElection
 from specserve.kube.client import KubeError
@@ -197,9 +198,6 @@ class EventPoster(Protocol):
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None: ...
 
 
-OPERATOR_CONFLICT = "OperatorConflict"  # the Warning event's reason, on the Lease
-
-
 class PresenceGuard:
     """Without leader election: the same Lease, held while this process acts, so that a second operator over the
     same objects is found instead of fighting unnoticed (both applied the same status fields under the same field
@@ -265,7 +263,7 @@ class PresenceGuard:
         e = self.elector.election
         lease = {"apiVersion": LEASE.api_version, "kind": LEASE.kind,
                  "metadata": {"name": e.name, "namespace": e.namespace}}  # fmt: skip
-        await self._events.post_event(lease, reason=OPERATOR_CONFLICT, message=message, type_="Warning")
+        await self._events.post_event(lease, reason=reasons.OPERATOR_CONFLICT, message=message, type_="Warning")
 
     async def wait_clear(self, stop: asyncio.Event) -> bool:
         """Before acting: wait while another operator holds the Lease; False when `stop` was set first."""

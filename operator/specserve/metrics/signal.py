@@ -13,22 +13,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from specserve.api import reasons
 from specserve.metrics.promql import DEMAND_SIGNALS, PoolKey, Query, Signal
 from specserve.metrics.results import QueryResult
 from specserve.policy.forecast import History
 from specserve.policy.types import PoolSignal, Sample
 
 STALE_SCRAPES = 2  # a series is stale when its newest sample is older than this many scrape intervals
-
-
-class Reason:
-    """MetricsAvailable reasons when demand is unknown."""
-
-    QUERY_FAILED = "QueryFailed"
-    QUERY_REFUSED = "QueryRefused"
-    NO_DATA = "NoData"
-    PARTIAL = "PartialSeries"
-    STALE = "Stale"
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ def _demand_part(
     for signal in DEMAND_SIGNALS:
         result = _result(results, signal, key)
         if result.error is not None:
-            reason = Reason.QUERY_REFUSED if result.refused else Reason.QUERY_FAILED
+            reason = reasons.QUERY_REFUSED if result.refused else reasons.QUERY_FAILED
             raise _UnknownError(reason, result.error, result.query)
         parts[signal] = _value(result, key)
     running, queued, newest = parts[Signal.RUNNING], parts[Signal.QUEUED], parts[Signal.FRESHNESS]
@@ -94,14 +85,14 @@ def _demand_part(
         if ready == 0:
             return None, None
         raise _UnknownError(
-            Reason.NO_DATA,
+            reasons.NO_DATA,
             f"no load series for pool {key.pool} of {key.namespace}/{key.name} ({ready} Ready pods)",
             _result(results, Signal.RUNNING, key).query,
         )
     reporting = _extra(results, Signal.SERIES, key)  # absent only from sources that cannot count (simulate)
     if reporting is not None and reporting < ready:
         raise _UnknownError(
-            Reason.PARTIAL,
+            reasons.PARTIAL_SERIES,
             f"only {reporting:.0f} of the {ready} Ready pods of pool {key.pool} of {key.namespace}/{key.name} "
             "report load series: the others' load is unknown, not low",
             _result(results, Signal.SERIES, key).query,
@@ -112,7 +103,7 @@ def _demand_part(
         if ready == 0:
             return None, None
         raise _UnknownError(
-            Reason.STALE,
+            reasons.STALE,
             f"the load series of pool {key.pool} of {key.namespace}/{key.name} are {age:.0f} s old "
             f"(more than {STALE_SCRAPES} scrape intervals of {scrape:g} s)",
             _result(results, Signal.FRESHNESS, key).query,

@@ -10,11 +10,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specserve.api import reasons
 from specserve.api.conditions import ABNORMAL_TRUE, DEGRADED, METRICS_AVAILABLE, SWITCHING, find_condition
 from specserve.api.models import (
+    Action,
     Condition,
     ConditionStatus,
     Decision,
+    PendingKind,
     PendingMove,
     SpecServe,
     SpecServeStatus,
@@ -32,7 +35,15 @@ JSON = dict[str, Any]
 LAST_DECISIONS = 3
 
 # Conditions whose False (or, for these, True) is the normal state.
-FINE_REASONS = {"NotUsed", "Inactive", "NotRequested", "NotEvaluated", "Stable", "Settled", "AsExpected"}
+FINE_REASONS = {
+    reasons.NOT_USED,
+    reasons.INACTIVE,
+    reasons.NOT_REQUESTED,
+    reasons.NOT_EVALUATED,
+    reasons.STABLE,
+    reasons.SETTLED,
+    reasons.AS_EXPECTED,
+}
 
 
 class ViewError(ValueError):
@@ -132,7 +143,7 @@ def not_fine(conditions: list[Condition]) -> list[Condition]:
         if c.reason in FINE_REASONS:
             continue
         if c.type in ABNORMAL_TRUE:
-            if c.status == ConditionStatus.TRUE or c.reason == "Paused":
+            if c.status == ConditionStatus.TRUE or c.reason == reasons.PAUSED:
                 out.append(c)
         elif c.status != ConditionStatus.TRUE:
             out.append(c)
@@ -333,7 +344,7 @@ def blocked(item: Loaded) -> list[str]:
     if degraded is not None and degraded.status == ConditionStatus.TRUE:
         out.append(f"Degraded ({degraded.reason}: {degraded.message})")
     switching = find_condition(conditions, SWITCHING)
-    if is_paused(item.obj.metadata.annotations) or (switching is not None and switching.reason == "Paused"):
+    if is_paused(item.obj.metadata.annotations) or (switching is not None and switching.reason == reasons.PAUSED):
         out.append("paused (kubectl specserve resume to switch again): only failover off a dead pool acts")
     return out
 
@@ -420,11 +431,11 @@ def _pending_words(pending: PendingMove | None) -> str | None:
         return None
     if pending.speculative_weight is not None:
         return f"w={pending.speculative_weight}"
-    if pending.action == "Reconfigure" and pending.adaptive_crossover is not None:
+    if pending.action is Action.RECONFIGURE and pending.adaptive_crossover is not None:
         return f"crossover={pending.adaptive_crossover:.2f}"
     if pending.action is not None and pending.mode is not None:
         return f"{pending.action}->{pending.mode.value}"
-    return pending.kind
+    return pending.kind.value
 
 
 def _memory_lines(memory: JSON, strategy: str) -> list[str]:
@@ -432,7 +443,7 @@ def _memory_lines(memory: JSON, strategy: str) -> list[str]:
              + (f", last switch {memory['lastSwitch']}" if memory["lastSwitch"] else "")]  # fmt: skip
     if memory["pending"]:
         lines.append(f"  waiting: {memory['pending']} since {memory['pendingSince']} (stabilization window)")
-    if strategy == "Restart":
+    if strategy == Strategy.RESTART:
         lines.append(
             f"  regret {memory['regret']:g} tokens (a restart when it covers the restart cost); "
             f"restarts in 24 h: {memory['restarts24h']} of {memory['restartBudget']}"
@@ -533,13 +544,13 @@ def what_if_text(data: JSON) -> str:
     now = current["mode"] + (f" (weights {_w(current['weights'])})" if current["weights"] else "")
     target = data["mode"] + (f" (weights {_w(data['weights'])})" if data["weights"] else "")
     lines = [f"At demand {data['demand']:g}, {data['namespace']}/{data['name']} now serving {now}:"]
-    if data["action"] == "Hold":
+    if data["action"] == Action.HOLD:
         lines.append(f"  Hold: stays {now}")
     else:
         lines.append(f"  {data['action']} -> {target}" + ("" if data["applied"] else " (advisory: recorded only)"))
     lines.append(f"  because: {data['reason']}")
     pending = data["pending"]
-    if pending and data["pendingKind"] == "Moving":
+    if pending and data["pendingKind"] == PendingKind.MOVING:
         lines.append(f"  then: {pending} (the move steps on over the next evaluations)")
     elif pending:
         lines.append(f"  pending: {pending} (waits for its stabilization window)")

@@ -14,7 +14,6 @@ from specserve.policy.curves import ModeCurves
 from specserve.policy.traffic import failover
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 
-PAUSED_REASON = "Paused"
 PAUSED_MESSAGE = f"switching is paused ({PAUSED_ANNOTATION}=true): no change except failover off a dead pool"
 
 

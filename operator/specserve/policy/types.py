@@ -8,10 +8,13 @@ wall-clock time), `specserve simulate` (samples from a simulated Prometheus, sim
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
-from specserve.api.models import Mode, Rule, Strategy, Weights
+from specserve.api.models import Action, Mode, PendingKind, Rule, Strategy, Weights
 from specserve.policy.forecast import History, Ledger
+
+# Action and PendingKind live in the API (status.history, status.switching.pending); the policy's modules import them
+# from here as well.
+__all__ = ["Action", "Bar", "Knobs", "Pending", "PendingKind", "PolicyState", "PoolSignal", "Sample", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -66,20 +69,6 @@ class Knobs:
     adaptive_explicit: bool = False  # spec.speculative.adaptiveConfig is set: the user's config, never re-rendered
     tpot_slo: float | None = None  # TPOT goal (s/token): TrafficSplit maximises goodput within it; None: tokens/s
     weight_change_cost: float = 0.0  # TrafficSplit: the least relative predicted gain one weight change must pay
-
-
-class Action(StrEnum):
-    HOLD = "Hold"  # nothing changes
-    SET_WEIGHTS = "SetWeights"  # TrafficSplit: new HTTPRoute weights
-    RESTART = "Restart"  # Restart: roll the pool into the other mode
-    RECONFIGURE = "Reconfigure"  # Adaptive: re-render the adaptive config (rolls the pool)
-    ROLLBACK = "Rollback"  # undo the policy's own Restart/Reconfigure whose roll ran past its deadline
-
-
-class PendingKind(StrEnum):
-    WAITING = "Waiting"  # TrafficSplit: a wish waiting out its stabilization window
-    MOVING = "Moving"  # TrafficSplit: a move under way, stepping on towards its target each evaluation
-    ADVISED = "Advised"  # advisory: this recommendation was recorded once; it is not recorded again
 
 
 @dataclass(frozen=True)

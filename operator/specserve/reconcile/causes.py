@@ -12,10 +12,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from specserve.api import reasons
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD, Ref
 from specserve.layout import LABEL_INSTANCE
-from specserve.pool_state import DEADLINE_EXCEEDED, PoolCounts, read_pool
+from specserve.pool_state import PoolCounts, read_pool
 from specserve.reconcile.apply import Kube
 from specserve.reconcile.observe import Cause
 
@@ -24,17 +25,17 @@ JSON = dict[str, Any]
 
 # Container waiting reasons that do not resolve by waiting, most specific first.
 WAITING_REASONS = (
-    "CreateContainerConfigError",
-    "InvalidImageName",
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "CreateContainerError",
-    "RunContainerError",
-    "CrashLoopBackOff",
+    reasons.CREATE_CONTAINER_CONFIG_ERROR,
+    reasons.INVALID_IMAGE_NAME,
+    reasons.ERR_IMAGE_PULL,
+    reasons.IMAGE_PULL_BACK_OFF,
+    reasons.CREATE_CONTAINER_ERROR,
+    reasons.RUN_CONTAINER_ERROR,
+    reasons.CRASH_LOOP_BACK_OFF,
 )
-OOM_KILLED = "OOMKilled"
-UNSCHEDULABLE = "Unschedulable"
-_RANK = {r: i for i, r in enumerate((*WAITING_REASONS[:-1], OOM_KILLED, WAITING_REASONS[-1], UNSCHEDULABLE))}
+_RANK = {
+    r: i for i, r in enumerate((*WAITING_REASONS[:-1], reasons.OOM_KILLED, WAITING_REASONS[-1], reasons.UNSCHEDULABLE))
+}
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -50,11 +51,11 @@ def _container_causes(pod_name: str, statuses: Iterable[Any]) -> list[Cause]:
         who = f"pod {pod_name} container {cs.get('name', '?')}"
         waiting = (cs.get("state") or {}).get("waiting") or {}
         terminated = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
-        if terminated.get("reason") == OOM_KILLED:
+        if terminated.get("reason") == reasons.OOM_KILLED:
             # An OOM loop waits in CrashLoopBackOff: the OOM is the cause worth naming.
             code = terminated.get("exitCode", 137)
-            limit = " (restarting: CrashLoopBackOff)" if waiting.get("reason") == "CrashLoopBackOff" else ""
-            out.append(Cause(OOM_KILLED, f"{who} was OOMKilled (exit code {code}){limit}"))
+            limit = " (restarting: CrashLoopBackOff)" if waiting.get("reason") == reasons.CRASH_LOOP_BACK_OFF else ""
+            out.append(Cause(reasons.OOM_KILLED, f"{who} was OOMKilled (exit code {code}){limit}"))
         elif waiting.get("reason") in WAITING_REASONS:
             message = waiting.get("message") or ""
             out.append(Cause(str(waiting["reason"]), f"{who}: {message}" if message else who))
@@ -74,9 +75,9 @@ def pod_causes(pods: Iterable[Mapping[str, Any]]) -> list[Cause]:
         )
         for cond in status.get("conditions") or []:
             if isinstance(cond, Mapping) and (cond.get("type"), cond.get("status"), cond.get("reason")) == (
-                "PodScheduled", "False", UNSCHEDULABLE,
+                "PodScheduled", "False", reasons.UNSCHEDULABLE,
             ):  # fmt: skip
-                causes.append(Cause(UNSCHEDULABLE, f"pod {name}: {cond.get('message') or 'no node fits'}"))
+                causes.append(Cause(reasons.UNSCHEDULABLE, f"pod {name}: {cond.get('message') or 'no node fits'}"))
         for cause in causes:
             found.setdefault(cause.reason, cause)
     return sorted(found.values(), key=lambda c: _RANK.get(c.reason, len(_RANK)))
@@ -88,13 +89,13 @@ def pool_cause(counts: PoolCounts, pods: Iterable[Mapping[str, Any]]) -> Cause |
     reason; None when nothing is known to be wrong."""
     causes = pod_causes(pods)
     if (failure := counts.create_failure) is not None:
-        reason = failure.reason or "FailedCreate"
+        reason = failure.reason or reasons.FAILED_CREATE
         causes.insert(0, Cause(reason, failure.message or "the ReplicaSet could not create pods"))
     if counts.deadline_exceeded:
         deployment = counts.progress.message if counts.progress is not None else ""
         why = f"{causes[0].reason}: {causes[0].message}" if causes else ""
         message = "; ".join(m for m in (deployment, why) if m) or "the roll made no progress within its deadline"
-        return Cause(DEADLINE_EXCEEDED, message, deadline_exceeded=True)
+        return Cause(reasons.PROGRESS_DEADLINE_EXCEEDED, message, deadline_exceeded=True)
     return causes[0] if causes else None
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from specserve.api.conditions import DEGRADED, INVALID_SPEC
+from specserve.api import reasons
+from specserve.api.conditions import DEGRADED
 from specserve.api.install_policy import InstallPolicy, check_install_policy
 from specserve.api.models import SpecServeStatus
 from specserve.api.validation import InvalidSpecServe, parse_object
@@ -201,8 +202,9 @@ async def _reject(
     running = await _running_pools(kube, meta)
     new = invalid_status(old, meta.get("generation"), message, now(), running)
     stored = await _write_status(kube, body, new)
-    newly = stored is not None and not any(c.type == DEGRADED and c.reason == INVALID_SPEC and c.message == message
-                                           for c in old.conditions)  # fmt: skip
+    newly = stored is not None and not any(
+        c.type == DEGRADED and c.reason == reasons.INVALID_SPEC and c.message == message for c in old.conditions
+    )
     return Outcome(status_written=stored is not None, invalid=str(exc), newly_invalid=newly, status=new, stored=stored)
 
 

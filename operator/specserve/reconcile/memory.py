@@ -7,7 +7,8 @@ causes and conflicts were already reported (each Warning once), and that the Pod
 
 from __future__ import annotations
 
-from specserve.api.conditions import AUTOSCALER_CONFLICT, DEGRADED, POD_MONITOR_READY, find_condition
+from specserve.api import reasons
+from specserve.api.conditions import DEGRADED, POD_MONITOR_READY, find_condition
 from specserve.api.models import RolloutState, SpecServe, SpecServeStatus
 from specserve.kube.kinds import PODMONITOR, Ref
 from specserve.reconcile.observe import Cause, Pass
@@ -24,14 +25,18 @@ def reported_causes(old: SpecServeStatus) -> dict[str, Cause]:
 
 
 def conflict_reported(old: SpecServeStatus) -> bool:
-    return any(c.type == DEGRADED and c.reason == AUTOSCALER_CONFLICT for c in old.conditions)
+    return any(c.type == DEGRADED and c.reason == reasons.AUTOSCALER_CONFLICT for c in old.conditions)
 
 
 def known_absent(obj: SpecServe, old: SpecServeStatus) -> set[str]:
     """The PodMonitor API was found missing for this very generation: do not try again every resync (a spec
     edit, or an operator restart with the condition cleared, tries again)."""
     cond = find_condition(old.conditions, POD_MONITOR_READY)
-    if cond is not None and cond.reason == "NotInstalled" and cond.observed_generation == obj.metadata.generation:
+    if (
+        cond is not None
+        and cond.reason == reasons.NOT_INSTALLED
+        and cond.observed_generation == obj.metadata.generation
+    ):
         return {Ref.of(PODMONITOR, obj.metadata.name)}
     return set()
 
@@ -66,9 +71,11 @@ def warnings(p: Pass) -> tuple[tuple[str, str], ...]:
     rollout = p.old.rollout
     announced = rollout.announced if rollout is not None else []
     if p.plan.downtime is not None and p.plan.announcement not in announced:
-        out.append(("DowntimeAhead", p.plan.downtime))
+        out.append((reasons.DOWNTIME_AHEAD, p.plan.downtime))
     refused_before = set(rollout.refused) if rollout is not None else set()
     out += [
-        ("ApplyFailed", f"{key}: {message}") for key, message in p.applied.failed.items() if key not in refused_before
+        (reasons.APPLY_FAILED, f"{key}: {message}")
+        for key, message in p.applied.failed.items()
+        if key not in refused_before
     ]
     return tuple(out)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from specserve.api import reasons
 from specserve.api.conditions import BASELINE_POOL_READY, POD_MONITOR_READY, SPECULATIVE_POOL_READY, find_condition
 from specserve.api.models import ConditionStatus, Mode, PoolFailure, SpecServe, SpecServeStatus, Strategy, Weights
 from specserve.kube.kinds import DEPLOYMENT, HTTPROUTE, PODMONITOR, Ref
@@ -221,7 +222,7 @@ def observe(p: Pass) -> Observation:
     if p.plan.steps:
         progressing = (p.plan.steps[0].reason, "; ".join(s.message for s in p.plan.steps))
     elif not p.plan.settled:
-        progressing = ("Applying", "applying the current spec")
+        progressing = (reasons.APPLYING, "applying the current spec")
     return Observation(
         generation=p.obj.metadata.generation,
         strategy=p.obj.spec.strategy,
@@ -246,15 +247,15 @@ def _parts(p: Pass, live: Mapping[str, JSON]) -> tuple[Part, ...]:
     key = Ref.of(PODMONITOR, p.obj.metadata.name)
     if key in p.applied.not_installed:
         message = "the PodMonitor API (Prometheus Operator CRDs) is not installed; serving is not affected"
-        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, "NotInstalled", message),)
+        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, reasons.NOT_INSTALLED, message),)
     if key in p.applied.optional:
-        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, "ApplyFailed", p.applied.optional[key]),)
+        return (Part(POD_MONITOR_READY, ConditionStatus.FALSE, reasons.APPLY_FAILED, p.applied.optional[key]),)
     if key in live:
-        return (Part(POD_MONITOR_READY, ConditionStatus.TRUE, "Applied", "the PodMonitor is in place"),)
+        return (Part(POD_MONITOR_READY, ConditionStatus.TRUE, reasons.APPLIED, "the PodMonitor is in place"),)
     previous = find_condition(p.old.conditions, POD_MONITOR_READY)
     if previous is not None:  # not tried again this pass (known absent, or held behind a failure)
         return (Part(POD_MONITOR_READY, previous.status, previous.reason, previous.message),)
-    return (Part(POD_MONITOR_READY, ConditionStatus.UNKNOWN, "Pending", "the PodMonitor is not applied yet"),)
+    return (Part(POD_MONITOR_READY, ConditionStatus.UNKNOWN, reasons.PENDING, "the PodMonitor is not applied yet"),)
 
 
 def blind(obj: SpecServe, tgt: Target, snap: Snapshot) -> Observation:

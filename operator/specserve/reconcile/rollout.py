@@ -26,14 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from specserve.api import reasons
 from specserve.pool_state import PoolCounts
-
-DOWNTIME_REASON = "DowntimeAhead"
-ROLL_SLOT_REASON = "WaitingForRollSlot"
-GATEWAY_REASON = "WaitingForGateway"
-# The announced restart itself (the pass after DowntimeAhead): its own reason, so that alerts can tell a planned
-# gap from an outage (charts/specserve/rules).
-PLANNED_RESTART_REASON = "PlannedRestart"
+from specserve.reconcile.traffic import apportion
 
 
 @dataclass(frozen=True)
@@ -56,11 +51,6 @@ class LivePool(PoolCounts):
 
     template_current: bool = False  # its pod template is the desired one (False for pools no longer rendered)
     failure: str | None = None  # why its pods do not come up (a pod's reason, ProgressDeadlineExceeded), if so
-
-    @property
-    def mid_roll(self) -> bool:
-        """A template roll is in flight (a scale is not one)."""
-        return self.rolling
 
     def want(self, desired: DesiredPool | None) -> int:
         return self.wanted(desired.replicas if desired is not None else None)
@@ -141,9 +131,9 @@ def plan(world: World) -> Plan:
         # One wording for "created now" and "loading": the status describes the state after this pass.
         if live is None:
             want = p.replicas if p.replicas is not None else 1
-            draft.step("WaitingForPool", f"waiting for {p.name} to be Ready (0/{want})")
+            draft.step(reasons.WAITING_FOR_POOL, f"waiting for {p.name} to be Ready (0/{want})")
         elif live.template_current and not live.settled(p):
-            draft.step("WaitingForPool", f"waiting for {p.name} to be Ready ({live.ready}/{live.want(p)})")
+            draft.step(reasons.WAITING_FOR_POOL, f"waiting for {p.name} to be Ready ({live.ready}/{live.want(p)})")
 
     ready_side = _new_side_ready(world)
     prune = _prunable(world, old, ready_side)
@@ -151,9 +141,9 @@ def plan(world: World) -> Plan:
     route = _route_weights(world, keep_old, draft.draining, ready_side) if world.route else ()
     for name in old:
         if name in prune:
-            draft.step("PruningPool", f"pruning {name}: its traffic has moved")
+            draft.step(reasons.PRUNING_POOL, f"pruning {name}: its traffic has moved")
         else:
-            draft.step("ReplacingPool", f"{name} keeps serving until a new pool is Ready and has its traffic")
+            draft.step(reasons.REPLACING_POOL, f"{name} keeps serving until a new pool is Ready and has its traffic")
     changes_pending = any(
         world.live.get(p.name) is None or not world.live[p.name].template_current for p in world.desired
     )
@@ -190,7 +180,7 @@ def _await_gateway(the_plan: Plan, world: World) -> Plan:
         the_plan,
         held=the_plan.held | rolling,
         prune_pools=tuple(n for n in the_plan.prune_pools if n not in serving_pruned),
-        steps=(*the_plan.steps, RolloutStep(GATEWAY_REASON, world.gateway_pending)),
+        steps=(*the_plan.steps, RolloutStep(reasons.WAITING_FOR_GATEWAY, world.gateway_pending)),
         settled=False,
     )
 
@@ -207,27 +197,30 @@ def _plan_rolls(world: World, desired: Mapping[str, DesiredPool], draft: _Draft)
             return True
         if slots[0] <= 0:
             draft.held.add(pool.name)
-            draft.step(ROLL_SLOT_REASON, f"{pool.name} waits for a roll slot (at most --max-concurrent-rolls pools "
-                       "roll at once across the cluster)")  # fmt: skip
+            draft.step(
+                reasons.WAITING_FOR_ROLL_SLOT,
+                f"{pool.name} waits for a roll slot "
+                "(at most --max-concurrent-rolls pools roll at once across the cluster)",
+            )
             return False
         slots[0] -= 1
         return True
 
     for p in changed:
         if p not in candidates and slot_for(p):
-            draft.step("RollingPool", f"rolling {p.name} (it serves no traffic)")
+            draft.step(reasons.ROLLING_POOL, f"rolling {p.name} (it serves no traffic)")
     live_route = world.live_route or {}
     # Roll first the pools that carry least traffic now, then those the target gives least.
     candidates.sort(key=lambda p: (live_route.get(p.name, 0), world.target_weights.get(p.name, 0)))
     for index, pool in enumerate(candidates):
         if index > 0:
             draft.held.add(pool.name)
-            draft.step("WaitingForTurn", f"{pool.name} rolls after {candidates[0].name}")
+            draft.step(reasons.WAITING_FOR_TURN, f"{pool.name} rolls after {candidates[0].name}")
             continue
         busy = [n for n, q in desired.items() if n != pool.name and _busy(world.live.get(n), q)]
         if busy:
             draft.held.add(pool.name)
-            draft.step("WaitingForPool", f"{pool.name} rolls once {', '.join(busy)} is Ready")
+            draft.step(reasons.WAITING_FOR_POOL, f"{pool.name} rolls once {', '.join(busy)} is Ready")
             continue
         if slot_for(pool):
             _roll_one(world, desired, pool, draft)
@@ -255,15 +248,15 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
         draft.draining.add(pool.name)
         if world.route and (world.live_route or {}).get(pool.name, 0) > 0:
             draft.held.add(pool.name)
-            draft.step("DrainingPool", f"moving traffic off {pool.name} to {', '.join(others)} before it rolls")
+            draft.step(reasons.DRAINING_POOL, f"moving traffic off {pool.name} to {', '.join(others)} before it rolls")
         else:
-            draft.step("RollingPool", f"rolling {pool.name} while {', '.join(others)} serves")
+            draft.step(reasons.ROLLING_POOL, f"rolling {pool.name} while {', '.join(others)} serves")
         return
     if live.want(pool) >= 2 or pool.max_surge > 0:
-        draft.step("RollingPool", f"rolling {pool.name} one pod at a time (no other pool to take its traffic)")
+        draft.step(reasons.ROLLING_POOL, f"rolling {pool.name} one pod at a time (no other pool to take its traffic)")
         return
     if pool.announcement in world.announced:
-        draft.step(PLANNED_RESTART_REASON, f"restarting {pool.name}: the model is off the air until it has reloaded")
+        draft.step(reasons.PLANNED_RESTART, f"restarting {pool.name}: the model is off the air until it has reloaded")
         return
     draft.held.add(pool.name)
     draft.announcement = pool.announcement
@@ -272,7 +265,7 @@ def _roll_one(world: World, desired: Mapping[str, DesiredPool], pool: DesiredPoo
         f"pod and the model is off the air until it has reloaded; acting on the next reconcile "
         f"[{pool.announcement}]"
     )
-    draft.step(DOWNTIME_REASON, draft.downtime)
+    draft.step(reasons.DOWNTIME_AHEAD, draft.downtime)
 
 
 def _new_side_ready(world: World) -> bool:
@@ -311,26 +304,13 @@ def _route_weights(world: World, old: list[str], draining: set[str], ready_side:
         return world.live.get(name)
 
     serving = [n for n in target if (lp := live_(n)) is not None and lp.serving and n not in world.excluded]
-    eligible = [n for n in serving if not world.live[n].mid_roll and n not in draining]
+    eligible = [n for n in serving if not world.live[n].rolling and n not in draining]
     if old_serving and not ready_side:
-        chosen = _spread(total, {n: live_route.get(n, 0) for n in old_serving})
+        chosen = apportion(total, {n: live_route.get(n, 0) for n in old_serving})
     elif eligible:
-        chosen = _spread(total, {n: target[n] for n in eligible})
+        chosen = apportion(total, {n: target[n] for n in eligible})
     elif serving:
-        chosen = _spread(total, {n: target[n] for n in serving})
+        chosen = apportion(total, {n: target[n] for n in serving})
     else:  # nothing serves: aim at the target, whichever pool comes up first
-        chosen = _spread(total, {n: w for n, w in target.items() if n not in world.excluded})
+        chosen = apportion(total, {n: w for n, w in target.items() if n not in world.excluded})
     return tuple((n, chosen.get(n, 0)) for n in backends)
-
-
-def _spread(total: int, base: Mapping[str, int]) -> dict[str, int]:
-    """Distribute `total` over the pools of `base` in proportion to their weights (equally when all are 0)."""
-    if not base:
-        return {}
-    share = {n: float(w) for n, w in base.items()} if sum(base.values()) > 0 else {n: 1.0 for n in base}
-    scale = total / sum(share.values())
-    out = {n: int(w * scale) for n, w in share.items()}
-    remainder = total - sum(out.values())
-    for n in sorted(share, key=lambda k: -share[k])[:remainder]:
-        out[n] += 1
-    return out

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from specserve.reconcile.rollout import ROLL_SLOT_REASON, DesiredPool, LivePool, Plan, World
+from specserve.api import reasons
+from specserve.reconcile.rollout import DesiredPool, LivePool, Plan, World
 
 Owner = tuple[str, str]  # namespace, SpecServe name
 
@@ -89,7 +90,7 @@ class RollBudget:
             self._rolling[owner] = rolling
         else:
             self._rolling.pop(owner, None)
-        if any(step.reason == ROLL_SLOT_REASON for step in plan.steps):
+        if any(step.reason == reasons.WAITING_FOR_ROLL_SLOT for step in plan.steps):
             self._waiting.setdefault(owner, None)
         else:
             self._waiting.pop(owner, None)
@@ -121,4 +122,4 @@ class RollBudget:
 def _rolling(live: LivePool, desired: DesiredPool, granted: bool) -> bool:
     if not live.template_current:
         return granted  # let through earlier, its new template not yet seen as current (e.g. apply failed)
-    return live.mid_roll or (granted and not live.settled(desired))
+    return live.rolling or (granted and not live.settled(desired))

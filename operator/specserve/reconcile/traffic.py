@@ -17,6 +17,21 @@ JSON = dict[str, Any]
 BackendWeights = tuple[tuple[str, int], ...]
 
 
+def apportion(total: int, base: Mapping[str, int]) -> dict[str, int]:
+    """`total` split over the names of `base` in proportion to their weights (equally when all are 0), in whole
+    numbers: each gets the floor of its exact share, and what the floors leave goes one each to the largest
+    weights first (ties: in `base`'s order). The one way route weight is divided (the rollout's weights, a
+    failover's moved share, the last line of defence)."""
+    if not base:
+        return {}
+    share = dict(base) if sum(base.values()) > 0 else dict.fromkeys(base, 1)
+    whole = sum(share.values())
+    out = {n: w * total // whole for n, w in share.items()}
+    for n in sorted(share, key=lambda k: -share[k])[: total - sum(out.values())]:
+        out[n] += 1
+    return out
+
+
 def servable(weights: BackendWeights, services: Set[str]) -> BackendWeights:
     """The weights with no share on a backend whose Service does not exist: its share goes to the backends that
     have one, in proportion to their weights. Unchanged when no backend with a Service has weight (nothing can
@@ -101,8 +116,7 @@ def keep_serving(weights: BackendWeights, serving: Set[str]) -> BackendWeights:
     ready = [n for n, _ in weights if n in serving]
     if not ready or any(w > 0 and n in serving for n, w in weights):
         return weights
-    total = sum(w for _, w in weights) or 100
-    share = {n: total // len(ready) + (1 if i < total % len(ready) else 0) for i, n in enumerate(ready)}
+    share = apportion(sum(w for _, w in weights) or 100, dict.fromkeys(ready, 0))
     return tuple((n, share.get(n, 0)) for n, _ in weights)
 
 
@@ -118,11 +132,6 @@ def relieve(live: Mapping[str, int] | None, serving: Set[str], known: Set[str]) 
     takers = [n for n in live if n in serving and n in known]
     if not dead or not takers:
         return None
-    moved = sum(live[n] for n in dead)
-    base = {n: live[n] for n in takers}
-    total_base = sum(base.values())
-    share = {n: (moved * base[n] // total_base if total_base else moved // len(takers)) for n in takers}
-    rest = moved - sum(share.values())
-    for n in sorted(takers, key=lambda k: (-base[k], k))[:rest]:  # the remainder, largest first
-        share[n] += 1
+    # In name order: of equal weights, the first name takes a remainder.
+    share = apportion(sum(live[n] for n in dead), {n: live[n] for n in sorted(takers)})
     return tuple((n, 0 if n in dead else w + share.get(n, 0)) for n, w in live.items())

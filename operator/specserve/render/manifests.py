@@ -20,6 +20,7 @@ import yaml
 from specserve.api.models import (
     API_VERSION,
     KIND,
+    MetricsSourceKind,
     Mode,
     SpecServe,
     SpecServeSpec,
@@ -110,7 +111,7 @@ def weights(obj: SpecServe, mode: Mode) -> Weights:
         want_spec = False
     elif not want_spec and not base_up and spec_up:
         want_spec = True
-    return Weights(speculative=100, baseline=0) if want_spec else Weights(speculative=0, baseline=100)
+    return Weights.all_on(Mode.SPECULATIVE if want_spec else Mode.BASELINE)
 
 
 def owner_reference(obj: SpecServe) -> dict[str, Any] | None:
@@ -201,7 +202,7 @@ OPERATOR_POD_LABELS = {"app.kubernetes.io/part-of": "specserve", "app.kubernetes
 def _operator_peer(obj: SpecServe) -> dict[str, str] | None:
     """The operator's pods, when it reads the engines' /metrics itself (switching.metrics.source: Direct): without
     them in the policy its own scrapes are refused and the switching loop never sees the load."""
-    return OPERATOR_POD_LABELS if obj.spec.switching.metrics.source == "Direct" else None
+    return OPERATOR_POD_LABELS if obj.spec.switching.metrics.source is MetricsSourceKind.DIRECT else None
 
 
 def _network_policy_sources(obj: SpecServe) -> list[str]:

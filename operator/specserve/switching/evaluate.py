@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from specserve.api.models import Mode, SpecServe, SpecServeStatus
+from specserve.api.models import Action, Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
 from specserve.policy.curves import ModeCurves
 from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
-from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
+from specserve.policy.types import Knobs, PolicyState, Sample, Verdict
 from specserve.status import SWITCHING_LOOP, read_status
 from specserve.switching.pools import PoolState, converging, pending_change
 from specserve.switching.record import (

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from specserve.api.models import Mode, SpecServe, Strategy
+from specserve.api import reasons
+from specserve.api.models import MetricsSourceKind, Mode, SpecServe, Strategy
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
 from specserve.layout import LABEL_INSTANCE, LABEL_POOL, MANAGED_BY
@@ -30,7 +31,7 @@ from specserve.metrics.promql import (
     selector_queries,
 )
 from specserve.metrics.results import QueryResult
-from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, Reason, failed, index, read, read_history
+from specserve.metrics.signal import PoolTarget, Reading, ReadTarget, failed, index, read, read_history
 from specserve.metrics.startup import measured_startup_seconds
 from specserve.policy.knobs import default_startup_seconds, min_dwell_seconds
 from specserve.policy.switching import MAX_DEMAND
@@ -41,9 +42,6 @@ from specserve.switching.record import Source
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
-NO_PROMETHEUS = "NoPrometheus"
-KUBE_FAILED = "KubeReadFailed"
-IMPLAUSIBLE = "ImplausibleReading"  # a count no deployment produces (a gauge near 1e200, a negative one)
 
 
 class KubeReader(Protocol):
@@ -81,7 +79,7 @@ class ReadPlan:
 
     @property
     def direct(self) -> bool:
-        return self.obj.spec.switching.metrics.source == "Direct"
+        return self.obj.spec.switching.metrics.source is MetricsSourceKind.DIRECT
 
     @property
     def source(self) -> Source:
@@ -103,7 +101,7 @@ def forecast_horizon(obj: SpecServe) -> int | None:
     strategies need one. The spec's start-up figure, not the pods' measured one: the queries go out before the
     pods are read, and rounding (promql.horizon_of) absorbs the difference."""
     switching = obj.spec.switching
-    if obj.spec.strategy is not Strategy.RESTART or switching.metrics.source == "Direct":
+    if obj.spec.strategy is not Strategy.RESTART or switching.metrics.source is MetricsSourceKind.DIRECT:
         return None
     return horizon_of(default_startup_seconds(obj) + min_dwell_seconds(obj))
 
@@ -232,18 +230,20 @@ class _Round:
         for p in members:
             try:
                 reading = plausible(read(self.targets[p.key], by_query, self.now))
-            except Exception as exc:  # one SpecServe's results must not spoil the others' (issue 31, 3)
+            except Exception as exc:  # one SpecServe's results must not spoil the others'
                 log.exception("switching %s/%s: reading its load failed", *p.key)
-                reading = failed(self.now, Reason.QUERY_FAILED, f"reading the load failed unexpectedly ({_named(exc)})")
+                reading = failed(
+                    self.now, reasons.QUERY_FAILED, f"reading the load failed unexpectedly ({_named(exc)})"
+                )
             self.out[p.key] = Gathered(reading, self.out[p.key].pools)
 
     def fail_all(self, members: list[ReadPlan], where: str, exc: BaseException) -> None:
         """A reader that raised: its SpecServes' load is unknown (the others' reading goes on). The exception's
-        type only: what a server answered goes to the log, never to a status (issue 31's read-back)."""
+        type only: what a server answered goes to the log, never to a status."""
         log.error("switching: reading %s failed", where, exc_info=exc)
         message = f"reading {where} failed unexpectedly ({_named(exc)}); the operator's log has the details"
         for p in members:
-            self.out[p.key] = Gathered(failed(self.now, Reason.QUERY_FAILED, message), self.out[p.key].pools)
+            self.out[p.key] = Gathered(failed(self.now, reasons.QUERY_FAILED, message), self.out[p.key].pools)
 
 
 def _named(exc: BaseException) -> str:
@@ -255,7 +255,7 @@ def _count_plausible(value: float | None) -> bool:
 
 
 def plausible(reading: Reading) -> Reading:
-    """The reading, or unknown (IMPLAUSIBLE) when a pool reports a request count no deployment produces: the
+    """The reading, or unknown (ImplausibleReading) when a pool reports a request count no deployment produces: the
     policy would hold on it too (policy.switching.known), but status must say why the load is unknown."""
     sample = reading.sample
     pools: list[PoolSignal] = [s for s in (sample.speculative, sample.baseline) if s is not None]
@@ -266,7 +266,7 @@ def plausible(reading: Reading) -> Reading:
         f"a pool reports a request count no deployment holds (more than {MAX_DEMAND:.0e} in flight, or negative): "
         "a broken or hostile exporter, not load"
     )
-    return Reading(readiness_only(sample, message), IMPLAUSIBLE, reading.query)
+    return Reading(readiness_only(sample, message), reasons.IMPLAUSIBLE_READING, reading.query)
 
 
 def readiness_only(sample: Sample, error: str) -> Sample:
@@ -290,21 +290,21 @@ def _plan(
     ns = p.obj.metadata.namespace
     listed = deployments[ns]
     if isinstance(listed, str):
-        r.fail(p, (), KUBE_FAILED, f"cannot read the pools' Deployments: {listed}")
+        r.fail(p, (), reasons.KUBE_READ_FAILED, f"cannot read the pools' Deployments: {listed}")
         return
     states = pool_states(p.obj, p.mode, by_name[ns])
     r.targets[p.key] = target_of(p, states)
-    r.fail(p, states, "NotRead", "not read")  # replaced once read
+    r.fail(p, states, reasons.NOT_READ, "not read")  # replaced once read
     if p.direct:
         listed_pods = pods.get(ns, [])
         if isinstance(listed_pods, str):
-            r.fail(p, states, KUBE_FAILED, f"cannot list the pods: {listed_pods}")
+            r.fail(p, states, reasons.KUBE_READ_FAILED, f"cannot list the pods: {listed_pods}")
         else:
             r.add_direct(p, listed_pods)
     elif p.url is None:
-        r.fail(p, states, NO_PROMETHEUS, NO_URL)
+        r.fail(p, states, reasons.NO_PROMETHEUS, NO_URL)
     elif (problem := r.add_prometheus(p, p.url)) is not None:
-        r.fail(p, states, "QueryRefused", problem)
+        r.fail(p, states, reasons.QUERY_REFUSED, problem)
 
 
 async def gather(
@@ -325,7 +325,7 @@ async def gather(
             _plan(r, p, deployments, by_name, pods)
         except Exception as exc:  # one SpecServe's objects must not spoil the others' reading
             log.exception("switching %s/%s: planning its reading failed", *p.key)
-            r.fail(p, r.out[p.key].pools if p.key in r.out else (), Reason.QUERY_FAILED,
+            r.fail(p, r.out[p.key].pools if p.key in r.out else (), reasons.QUERY_FAILED,
                    f"planning the load's reading failed unexpectedly ({_named(exc)})")  # fmt: skip
 
     # Each reader's failure is its own SpecServes' (a Prometheus answering what is no vector failed every round).

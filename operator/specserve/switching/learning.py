@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specserve.api import reasons
 from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.models import (
     ConditionStatus,
@@ -145,17 +146,17 @@ def drift_condition(status: SpecServeStatus, learning: Learning, generation: int
     drift = learning.last_drift
     cond: tuple[ConditionStatus, str, str]
     if drift is None:
-        cond = (ConditionStatus.FALSE, "NoDrift", "The pools serve what the learned curves predict.")
+        cond = (ConditionStatus.FALSE, reasons.NO_DRIFT, "The pools serve what the learned curves predict.")
     else:
         moved = f"{drift.mode.value} curve moved {drift.shift:+.0%} at {rfc3339(drift.time)}"
         if coverage(learning, drift.mode) is None:
             cond = (
                 ConditionStatus.TRUE,
-                "Relearning",
+                reasons.RELEARNING,
                 f"{moved}; its evidence was reset, the calibrated curve is used meanwhile.",
             )
         else:
-            cond = (ConditionStatus.FALSE, "Relearned", f"{moved}; re-learned since.")
+            cond = (ConditionStatus.FALSE, reasons.RELEARNED, f"{moved}; re-learned since.")
     conditions = set_condition(status.conditions, CURVE_DRIFT, *cond, generation, rfc3339(now))
     return status.model_copy(update={"conditions": conditions})
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from specserve import telemetry
+from specserve.api import reasons
 from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.models import SpecServe
 from specserve.api.validation import InvalidSpecServe, parse_object
@@ -43,7 +44,6 @@ Key = tuple[str, str]
 _YIELD_EVERY = 20
 # MetricsAvailable's reason when one SpecServe's evaluation raised: its load is unknown, it holds, and the round
 # goes on for the others (an OverflowError on a hostile gauge ended every round for every SpecServe).
-EVALUATION_FAILED = "EvaluationFailed"
 
 
 class LoopKube(Protocol):
@@ -180,7 +180,7 @@ class SwitchingLoop:
         gathered = await gather(self.kube, self.readers, [p for _, _, p in due], now)
         for tracked, obj, p in due:
             self._due[p.key] = next_due(now, obj.spec.switching.evaluation_interval_seconds)
-            got = gathered.get(p.key) or Gathered(failed(now, EVALUATION_FAILED, "not read this round"), ())
+            got = gathered.get(p.key) or Gathered(failed(now, reasons.EVALUATION_FAILED, "not read this round"), ())
             try:
                 done = await self._evaluate(tracked, obj, p, got, now)
             except KubeError as exc:
@@ -188,7 +188,7 @@ class SwitchingLoop:
                 continue
             except Exception:  # even the unknown-load evaluation failed: this SpecServe only, logged
                 log.exception("switching %s/%s: evaluation failed", *p.key)
-                telemetry.METRIC_ERRORS.labels(*p.key, EVALUATION_FAILED).inc()
+                telemetry.METRIC_ERRORS.labels(*p.key, reasons.EVALUATION_FAILED).inc()
                 continue
             report.evaluated += 1
             report.written += done.written
@@ -210,7 +210,7 @@ class SwitchingLoop:
                 f"the evaluation failed unexpectedly ({type(exc).__name__}) on the load read: treated as unknown; "
                 "the operator's log has the details"
             )
-            unknown = Reading(readiness_only(replace(got.reading.sample, time=now), message), EVALUATION_FAILED)
+            unknown = Reading(readiness_only(replace(got.reading.sample, time=now), message), reasons.EVALUATION_FAILED)
             got = Gathered(unknown, got.pools, got.startup_seconds)
             done, learned = await self._decide(tracked, obj, p, got, now, learn=False)
         self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
@@ -286,7 +286,9 @@ class SwitchingLoop:
             log.info("switching %s/%s: %s", ns, name, message)
         unavailable = became_unavailable(done.before, done.after)
         if unavailable is not None:
-            await self.kube.post_event(tracked.body, reason="MetricsUnavailable", message=unavailable, type_="Warning")
+            await self.kube.post_event(
+                tracked.body, reason=reasons.METRICS_UNAVAILABLE, message=unavailable, type_="Warning"
+            )
             log.warning("switching %s/%s: load unknown: %s", ns, name, unavailable)
 
     async def run(self, stop: asyncio.Event) -> None:

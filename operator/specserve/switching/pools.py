@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specserve.api.conditions import PROGRESSING
-from specserve.api.models import ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
+from specserve.api.models import Action, ConditionStatus, Mode, SpecServe, SpecServeStatus, Strategy
 from specserve.layout import pool_layout
 from specserve.pool_state import PoolCounts, read_pool
 
@@ -26,8 +26,8 @@ class PoolState:
     # scale-up still starting leave a serving pool settled: "scaling", not "rolling").
     settled: bool
     complete: bool = False  # settled with every wanted pod Ready
-    # the current template is rolled out to every pod, Ready or not: Pending pods of a scale-up are not a roll
-    rolled: bool = True
+    # `specserve.pool_state`'s `rolling`: a template roll in flight (Pending pods of a scale-up are not a roll)
+    rolling: bool = False
     # the Deployment controller gave up on the roll: Progressing=False ProgressDeadlineExceeded ("reason: message")
     stalled: str | None = None
 
@@ -52,7 +52,7 @@ def pool_states(obj: SpecServe, mode: Mode, deployments: Mapping[str, Mapping[st
                 counts.ready,
                 counts.is_settled(rendered),
                 complete=counts.is_complete(rendered),
-                rolled=not counts.rolling,
+                rolling=counts.rolling,
                 stalled=_stalled(counts),
             )
         )
@@ -82,7 +82,7 @@ def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
     if obj.spec.strategy is Strategy.RESTART and status.active_mode is not None and status.active_mode != target.mode:
         return f"restarting pods into {target.mode.value} (serving {status.active_mode.value})"
     last = status.last_decision
-    ours = last is not None and last.applied and last.action in ("Restart", "Reconfigure", "Rollback")
+    ours = last is not None and last.applied and last.action in (Action.RESTART, Action.RECONFIGURE, Action.ROLLBACK)
     progressing = _progressing(status)
     if ours and progressing is not None:
         return progressing
@@ -116,7 +116,7 @@ def converging(obj: SpecServe, status: SpecServeStatus, states: tuple[PoolState,
     if progressing is not None:
         return progressing
     rolling = [
-        f"{p.name} rolling out ({p.ready}/{p.desired} pods ready)" for p in states if p.desired > 0 and not p.rolled
+        f"{p.name} rolling out ({p.ready}/{p.desired} pods ready)" for p in states if p.desired > 0 and p.rolling
     ]
     idle = [f"no Ready pod of {p.name} (0/{p.desired})" for p in states if p.desired > 0 and p.ready == 0]
     return "; ".join(rolling + idle) or None

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from specserve.api import reasons
 from specserve.api.conditions import METRICS_AVAILABLE, SWITCHING, find_condition
 from specserve.api.models import (
     HISTORY_LIMIT,
+    Action,
     ConditionStatus,
     Decision,
     LoadSnapshot,
@@ -22,9 +24,9 @@ from specserve.api.models import (
     SpecServeStatus,
 )
 from specserve.metrics.promql import SELECTOR_FIELD
-from specserve.metrics.signal import Reading, Reason
-from specserve.policy.pause import PAUSED_MESSAGE, PAUSED_REASON
-from specserve.policy.types import Action, PolicyState, PoolSignal, Verdict
+from specserve.metrics.signal import Reading
+from specserve.policy.pause import PAUSED_MESSAGE
+from specserve.policy.types import PolicyState, PoolSignal, Verdict
 from specserve.status import set_condition
 from specserve.switching.state import rfc3339, to_status
 
@@ -126,10 +128,10 @@ def metrics_condition(
     """True when demand is known; False after FAILURE_THRESHOLD unknown rounds in a row, naming the reason and
     the query (and the field to fix when Prometheus refused a seriesSelector query); else left as it was."""
     if reading.reason is None:
-        cond = (ConditionStatus.TRUE, "Reading", f"load read from {source.description}")
+        cond = (ConditionStatus.TRUE, reasons.READING, f"load read from {source.description}")
     elif streak >= FAILURE_THRESHOLD:
         message = f"{reading.sample.error} (query: {reading.query})" if reading.query else str(reading.sample.error)
-        if reading.reason == Reason.QUERY_REFUSED and source.selector_override and SELECTOR_FIELD not in message:
+        if reading.reason == reasons.QUERY_REFUSED and source.selector_override and SELECTOR_FIELD not in message:
             message += f"; fix {SELECTOR_FIELD}"
         message += f"; {streak} evaluations in a row without load: no switch until it is read again"
         cond = (ConditionStatus.FALSE, reading.reason, message)
@@ -154,11 +156,11 @@ def switching_condition(
     """True while a change converges (the reconcile has not realised the target yet), with what it waits for;
     False with reason Paused while the pause annotation holds switching."""
     if converging is not None:
-        cond = (ConditionStatus.TRUE, "Converging", converging)
+        cond = (ConditionStatus.TRUE, reasons.CONVERGING, converging)
     elif paused:
-        cond = (ConditionStatus.FALSE, PAUSED_REASON, PAUSED_MESSAGE)
+        cond = (ConditionStatus.FALSE, reasons.PAUSED, PAUSED_MESSAGE)
     else:
-        cond = (ConditionStatus.FALSE, "Stable", f"serving {state.mode.value}")
+        cond = (ConditionStatus.FALSE, reasons.STABLE, f"serving {state.mode.value}")
     conditions = set_condition(status.conditions, SWITCHING, *cond, generation, now)
     return status.model_copy(update={"conditions": conditions})
 

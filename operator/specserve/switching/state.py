@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specserve import clock
-from specserve.api.models import ModeBar, PendingMove, SpecServe, SpecServeStatus, SwitchingState
+from specserve.api.models import Action, ModeBar, PendingKind, PendingMove, SpecServe, SpecServeStatus, SwitchingState
 from specserve.clock import epoch
 from specserve.policy.forecast import trust
 from specserve.policy.switching import initial_state
-from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
+from specserve.policy.types import Bar, Pending, PolicyState
 
 
 def rfc3339(t: float) -> str:

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from specserve.api.models import MetricsSourceKind
 from specserve_tools.emulator.profile import Profile
 
 NAMESPACE = "demo"
@@ -104,7 +105,7 @@ def specserve_doc(s: Scenario) -> dict[str, Any]:
             "upStabilizationSeconds": 0,
             "downStabilizationSeconds": _seconds(300, s.compression),
             "minDwellSeconds": _seconds(300, s.compression),
-            "metrics": {"source": "Prometheus", "prometheusUrl": s.prometheus_url},
+            "metrics": {"source": MetricsSourceKind.PROMETHEUS.value, "prometheusUrl": s.prometheus_url},
             "curves": _curves(s.profile),
             # Where speculation never wins (the seed profile), a calibrated SpecServe starts on baseline.
             "initialMode": "Speculative" if (s.crossover or 0) > 1 else "Baseline",

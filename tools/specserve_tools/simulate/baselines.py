@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specserve.api.models import Mode, Strategy
+from specserve.api.models import Mode, Strategy, Weights
 from specserve.policy.types import Sample
 from specserve_tools.simulate.setup import Command, Setup
 
 
 def _mode_command(setup: Setup, mode: Mode) -> Command:
     if setup.strategy is Strategy.TRAFFIC_SPLIT:
-        return Command(speculative_weight=100 if mode is Mode.SPECULATIVE else 0)
+        return Command(speculative_weight=Weights.all_on(mode).speculative)
     return Command(mode=mode)
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specserve.api.models import Mode
+from specserve.api.models import Action, Mode
 from specserve.policy.curves import ModeCurves
 from specserve.policy.forecast import History
 from specserve.policy.restart import other, pool_rate, switch_cost
 from specserve.policy.switching import decide, initial_state
-from specserve.policy.types import Action, Knobs, PoolSignal, Sample
+from specserve.policy.types import Knobs, PoolSignal, Sample
 
 DAY = 86400.0
 WEEK = 7 * DAY

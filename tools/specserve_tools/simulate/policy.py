@@ -3,10 +3,10 @@ unchanged, with its state carried between evaluations exactly as the operator ca
 
 from __future__ import annotations
 
-from specserve.api.models import Mode
+from specserve.api.models import Action, Mode
 from specserve.policy.curves import ModeCurves
 from specserve.policy.switching import decide, initial_state
-from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
+from specserve.policy.types import Knobs, PolicyState, Sample, Verdict
 from specserve_tools.simulate.setup import Command, Setup
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specserve.api.models import Mode, Strategy
+from specserve.api.models import Mode, Strategy, Weights
 from specserve.render.adaptive import steps_for_crossover
 from specserve_tools.emulator.engine import Mode as EngineMode
 from specserve_tools.simulate.cluster import AdaptiveTable, Pool, Stats, make_pool
@@ -68,7 +68,7 @@ class Simulation:
         self.weight = (
             first.speculative_weight
             if first.speculative_weight is not None
-            else (100 if setup.initial_mode is Mode.SPECULATIVE else 0)
+            else Weights.all_on(setup.initial_mode).speculative
         )
         self.prometheus = Prometheus(self.pools, setup.scrape_seconds, setup.evaluation_seconds)
         self.run = Run(controller.name, {k: v.stats for k, v in self.pools.items()}, Timeline())

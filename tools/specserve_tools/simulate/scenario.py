@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specserve.api.models import CurvePoint, Curves, Mode, SpecServe, Strategy
+from specserve.api.models import CurvePoint, Curves, MetricsSourceKind, Mode, SpecServe, Strategy
 from specserve.metrics.promql import horizon_of
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
@@ -92,7 +92,7 @@ def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy
             table = adaptive_table(cross, spec.speculative.num_steps)
     single = spec.strategy is not Strategy.TRAFFIC_SPLIT
     # Restart reads a demand history through Prometheus; the Direct source has none (the reactive rule)
-    history = spec.strategy is Strategy.RESTART and switching.metrics.source != "Direct"
+    history = spec.strategy is Strategy.RESTART and switching.metrics.source is not MetricsSourceKind.DIRECT
     setup = Setup(
         strategy=spec.strategy,
         profile=profile,
