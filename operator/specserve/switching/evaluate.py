@@ -17,6 +17,7 @@ from specserve.api.conditions import CURVE_DRIFT, METRICS_AVAILABLE, SWITCHING
 from specserve.api.models import Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
+from specserve.objects import Memory
 from specserve.policy.curves import ModeCurves
 from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
@@ -51,15 +52,6 @@ class StatusWriter(Protocol):
     async def apply_status(
         self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
     ) -> JSON: ...
-
-
-@dataclass
-class Memory:
-    """Between rounds, in memory: the state as status has it and the latest one (volatile fields: evaluation
-    time, unknown streak, regret not yet worth a write)."""
-
-    persisted: PolicyState | None  # None: status.switching not written yet (see `first_write`)
-    live: PolicyState
 
 
 @dataclass(frozen=True)

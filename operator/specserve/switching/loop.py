@@ -22,14 +22,15 @@ from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
 from specserve.metrics.signal import Reading, failed
+from specserve.objects import Memory, Remembered
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.status import read_status
-from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
+from specserve.switching.evaluate import Decide, Evaluation, evaluate
 from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan, readiness_only
-from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
+from specserve.switching.learning import Learned, drift_message, learning_round
 from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
 from specserve.switching.state import resume
