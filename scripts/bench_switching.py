@@ -49,8 +49,9 @@ from specserve.kube.client import ClientOptions, KubeClient  # noqa: E402
 from specserve.kube.kinds import DEPLOYMENT, Kind  # noqa: E402
 from specserve.metrics.prometheus import PrometheusSource  # noqa: E402
 from specserve.metrics.promql import Windows  # noqa: E402
+from specserve.objects import Objects, ObjectState  # noqa: E402
 from specserve.policy.switching import decide  # noqa: E402
-from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked  # noqa: E402
+from specserve.switching.loop import LoopConfig, SwitchingLoop  # noqa: E402
 from specserve_kubefake import HTTPROUTES, FakeApiServer, write_kubeconfig  # noqa: E402
 from specserve_tools.emulator.testing import free_port  # noqa: E402
 
@@ -106,7 +107,7 @@ def honour(prom: Prometheus) -> None:
 class MemoryKube:
     """In-memory Kubernetes for the round benchmark: Deployments ready, status applies stored, nothing else."""
 
-    def __init__(self, registry: Registry, names: list[str]) -> None:
+    def __init__(self, registry: Objects, names: list[str]) -> None:
         self.registry = registry
         self.deployments = [
             {
@@ -124,9 +125,9 @@ class MemoryKube:
 
     async def apply_status(self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
         self.writes += 1
-        tracked = self.registry.get((namespace, name))
+        tracked = self.registry.named((namespace, name))
         assert tracked is not None
-        tracked.body = {**tracked.body, "status": {**(tracked.body.get("status") or {}), **status_body}}
+        tracked.observe({**tracked.body, "status": {**(tracked.body.get("status") or {}), **status_body}})
         return tracked.body
 
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
@@ -174,13 +175,13 @@ def bench_round(sizes: list[int]) -> list[JSON]:
             prom.start()
             time.sleep(6)  # a few scrapes: rates and averages have samples
             for index, n in enumerate([sizes[0], *sizes]):  # the first pass warms the code paths: not reported
-                registry = Registry()
+                registry = Objects()
                 for name in names[:n]:
-                    registry.update(doc(name, evaluationIntervalSeconds=15), {})
+                    registry.observe(doc(name, evaluationIntervalSeconds=15))
                 source = PrometheusSource(prom.url)
                 clock = Clock(time.time())
 
-                async def trigger(item: Tracked) -> None:
+                async def trigger(item: ObjectState) -> None:
                     pass
 
                 loop = SwitchingLoop(

@@ -4,9 +4,6 @@ Nothing needs cleaning up on deletion (children carry ownerReferences, the garba
 no handler asks for kopf's finalizer: there is no on.delete handler, and the resync is our own loop (specserve.resync),
 not a kopf timer, which would need one. kopf then also removes the finalizer older versions added, the first time it
 sees such an object. An object without finalizers vanishes at once (kopf never sees a deletionTimestamp), so its
-DELETED event marks the per-object memo GONE for the reconciles still queued behind its lock.
+DELETED event is the object's one forget (specserve.objects.Objects.forget), which marks its state gone for the
+reconciles still queued behind its lock.
 """
-
-from __future__ import annotations
-
-GONE = "specserve.gone"  # per-object memo key: set by the DELETED event, read by every reconcile before it acts

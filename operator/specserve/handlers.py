@@ -25,15 +25,15 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 async def on_resume(ops: Dispatcher, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    await ops.run_once(body, memo, logger, urgent=False)  # every SpecServe at the start: background, like a resync
+    await ops.handle(body, memo, logger, urgent=False)  # every SpecServe at the start: background, like a resync
 
 
 async def on_change(ops: Dispatcher, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    await ops.run_once(body, memo, logger)
+    await ops.handle(body, memo, logger)
 
 
-async def track(ops: Dispatcher, event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    ops.track(event, body, memo)
+async def track(ops: Dispatcher, event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    ops.track(event, body)
 
 
 async def pool_changed(ops: Dispatcher, event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
@@ -41,11 +41,11 @@ async def pool_changed(ops: Dispatcher, event: kopf.RawEvent, body: kopf.Body, *
 
 
 async def start_loops(ops: Dispatcher, memo: kopf.Memo, **_: Any) -> None:
-    await ops.start(memo)
+    await ops.start(memo)  # kopf's memo carries the shared objects commands.run injects (client, reconcile slots)
 
 
-async def stop_loops(ops: Dispatcher, memo: kopf.Memo, **_: Any) -> None:
-    await ops.stop(memo)
+async def stop_loops(ops: Dispatcher, **_: Any) -> None:
+    await ops.stop()
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:

@@ -20,19 +20,19 @@ import time
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from specserve.api.conditions import DEGRADED, PROGRESSING
 from specserve.api.models import ConditionStatus
 from specserve.kube.client import KubeError
-from specserve.kube.kinds import OWNED_KINDS
+from specserve.kube.kinds import OWNED_KINDS, Kind
 from specserve.layout import LABEL_INSTANCE
+from specserve.objects import Objects, ObjectState
 from specserve.reconcile import Outcome
-from specserve.switching.loop import Registry, Tracked
 
 log = logging.getLogger(__name__)
 
-Reconcile = Callable[[Tracked], Awaitable[None]]
+Reconcile = Callable[[ObjectState], Awaitable[None]]
 BeforeRound = Callable[[], Awaitable[None]]
 Key = tuple[str, str]
 
@@ -54,7 +54,11 @@ def fingerprints(listed: Iterable[tuple[str, dict[str, Any]]], label: str) -> di
     return {key: hashlib.blake2b(repr(sorted(rows)).encode(), digest_size=16).hexdigest() for key, rows in seen.items()}
 
 
-def phase(item: Tracked, interval: float) -> float:
+class LabelledLister(Protocol):
+    async def list_labelled(self, kind: Kind, namespace: str | None, label: str | None) -> list[dict[str, Any]]: ...
+
+
+def phase(item: ObjectState, interval: float) -> float:
     """The SpecServe's stable offset in [0, interval): the same on every round and every operator start."""
     meta = item.body.get("metadata") or {}
     key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
@@ -73,17 +77,15 @@ async def _until(deadline: float, stop: asyncio.Event | None) -> None:
 
 
 async def resync_round(
-    registry: Registry, reconcile: Reconcile, spread: float = 0.0, stop: asyncio.Event | None = None
+    objects: Objects, reconcile: Reconcile, spread: float = 0.0, stop: asyncio.Event | None = None
 ) -> int:
     """Reconcile every tracked SpecServe once, each at its phase within `spread` seconds (0: all at once); returns
     how many failed. A failure is logged and retried next round: one SpecServe's error never stops the others'
     repair. An API error is one line (it names the call); anything else is a bug and keeps its traceback. When
     `stop` is set the round launches nothing more (and waits for what it launched)."""
     began = time.monotonic()
-    items = (
-        sorted(registry.items.values(), key=lambda i: phase(i, spread)) if spread > 0 else list(registry.items.values())
-    )
-    launched: list[tuple[Tracked, asyncio.Task[None]]] = []
+    items = sorted(objects, key=lambda i: phase(i, spread)) if spread > 0 else list(objects)
+    launched: list[tuple[ObjectState, asyncio.Task[None]]] = []
     try:
         for item in items:
             if spread > 0:
@@ -111,7 +113,7 @@ async def resync_round(
 
 
 async def resync_forever(
-    registry: Registry,
+    objects: Objects,
     reconcile: Reconcile,
     interval: float,
     stop: asyncio.Event,
@@ -127,7 +129,7 @@ async def resync_forever(
         began = time.monotonic()
         if before_round is not None:
             await before_round()
-        await resync_round(registry, reconcile, spread=interval, stop=stop)
+        await resync_round(objects, reconcile, spread=interval, stop=stop)
         await _until(began + interval, stop)
 
 
@@ -137,24 +139,23 @@ class ResyncProbe:
     written, nothing failed, settled) and whose objects and own resourceVersion are unchanged is skipped this round;
     every `full_every`-th round reconciles it anyway (what no resourceVersion shows: time, other kinds)."""
 
-    def __init__(self, tracked: Registry, kube: Any, full_every: int) -> None:
-        self._tracked, self._kube, self._full_every = tracked, kube, full_every
+    def __init__(self, objects: Objects, kube: LabelledLister, full_every: int) -> None:
+        self._objects, self._kube, self._full_every = objects, kube, full_every
         self._prints: dict[tuple[str, str], str] = {}
         self._probed: set[str] = set()  # namespaces read this round
 
     async def read(self) -> None:
         self._prints, self._probed = {}, set()
-        lister = getattr(self._kube, "list_labelled", None)  # a KubeClient (tests may hand in a stand-in)
-        if self._full_every <= 1 or lister is None:
+        if self._full_every <= 1:
             return
-        per_namespace = Counter(ns for ns, _ in self._tracked.items)
+        per_namespace = Counter(state.key[0] for state in self._objects)
         for namespace, count in per_namespace.items():
             if count < 2:  # nothing to gain over the SpecServe's own reads
                 continue
             rows: list[tuple[str, dict[str, Any]]] = []
             try:
                 for kind in OWNED_KINDS:
-                    for item in await lister(kind, namespace, LABEL_INSTANCE):
+                    for item in await self._kube.list_labelled(kind, namespace, LABEL_INSTANCE):
                         meta = item.get("metadata") or {}
                         rows.append((kind.kind, {"metadata": {k: meta.get(k) for k in _PRINTED}}))
             except KubeError as exc:
@@ -163,29 +164,24 @@ class ResyncProbe:
             self._prints.update(fingerprints(rows, LABEL_INSTANCE))
             self._probed.add(namespace)
 
-    def _print(self, item: Tracked) -> tuple[str, str] | None:
+    def _print(self, item: ObjectState) -> tuple[str, str] | None:
         meta = item.body.get("metadata") or {}
-        key = Registry.key(item.body)
-        if key[0] not in self._probed:
+        if item.key[0] not in self._probed:
             return None
-        return self._prints.get(key, ""), str(meta.get("resourceVersion"))
+        return self._prints.get(item.key, ""), str(meta.get("resourceVersion"))
 
-    def unchanged(self, item: Tracked) -> bool:
-        now, clean = self._print(item), item.memo.get(CLEAN)
+    def unchanged(self, item: ObjectState) -> bool:
+        now, clean = self._print(item), item.clean
         if now is None or clean is None or clean[0] != now or clean[1] + 1 >= self._full_every:
             return False
-        item.memo[CLEAN] = (now, clean[1] + 1)
+        item.clean = (now, clean[1] + 1)
         return True
 
-    def reconciled(self, item: Tracked, outcome: Outcome | None) -> None:
+    def reconciled(self, item: ObjectState, outcome: Outcome | None) -> None:
         now = self._print(item)
-        if now is not None and outcome is not None and _clean(outcome):
-            item.memo[CLEAN] = (now, 0)
-        else:
-            item.memo.pop(CLEAN, None)
+        item.clean = (now, 0) if now is not None and outcome is not None and _clean(outcome) else None
 
 
-CLEAN = "specserve.clean"  # per-object memo: (fingerprint, rounds skipped) after a clean resync reconcile
 _PRINTED = ("name", "namespace", "labels", "resourceVersion", "ownerReferences")
 
 

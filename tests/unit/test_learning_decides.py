@@ -5,6 +5,7 @@ loop's own round, so its figures are the operator's."""
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -14,12 +15,13 @@ import specserve.switching.loop as loop_module
 import specserve_tools.simulate.learned as simulate_learned
 from specserve.api.models import Mode, Strategy
 from specserve.metrics.promql import Signal
+from specserve.objects import Objects, ObjectState
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.learning import Learning, Point, effective, start
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.switching import learning as switching_learning
 from specserve.switching.learning import learning_round, to_status
-from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
+from specserve.switching.loop import LoopConfig, SwitchingLoop
 from specserve_tools.simulate.learned import LearnedPolicy
 from tests.unit.policy_helpers import ILLUSTRATIVE, knobs, profile_curves
 from tests.unit.test_switching_loop import NS, FakeKube, FakePrometheus, FakeReaders, body_of, deployment
@@ -84,19 +86,24 @@ def curve_points(curves: ModeCurves) -> dict[str, list[dict[str, float]]]:
 Looped = tuple[SwitchingLoop, Recorder, list[float], FakePrometheus]
 
 
+def every_round_due(loop: SwitchingLoop) -> None:
+    for state in loop.objects:
+        state.loop.due = -math.inf
+
+
 def loop_with(doc: dict[str, Any], learning: Learning | None, demand: float) -> Looped:
     body = body_of(doc, interval=5)
     body["spec"]["switching"]["curves"] = curve_points(CURVES)
     if learning is not None:
         saved = to_status(CURVES, learning, learning.updated or T0)
         body["status"]["learning"] = saved.model_dump(mode="json", by_alias=True, exclude_none=True)
-    registry = Registry()
-    registry.update(body, {})
+    registry = Objects()
+    registry.observe(body)
     kube = FakeKube(registry, [deployment("kimi-k25-spec"), deployment("kimi-k25-base")])
     clock = [T0]
     recorder = Recorder()
 
-    async def trigger(item: Tracked) -> None:
+    async def trigger(item: ObjectState) -> None:
         return None
 
     prom = FakePrometheus({"kimi-k25": demand})
@@ -111,10 +118,10 @@ async def test_the_loop_hands_the_policy_the_curves_status_says_it_decides_with(
     loop, recorder, clock, _ = loop_with(copy.deepcopy(kimi_doc), slowed(CURVES, 0.6, T0 - 5), demand=7.0)
     for i in range(3):
         clock[0] = T0 + 5 * i
-        loop._due.clear()  # every round due: the test steps the clock itself
+        every_round_due(loop)  # the test steps the clock itself
         await loop.run_round()
     assert len(recorder.calls) == 3
-    tracked = loop.registry.get((NS, "kimi-k25"))
+    tracked = loop.objects.named((NS, "kimi-k25"))
     assert tracked is not None
     learned = tracked.body["status"]["learning"]
     for curves, _, _ in recorder.calls:
@@ -144,7 +151,7 @@ async def test_simulate_and_the_loop_decide_with_the_same_curves_round_by_round(
     prom.read = tokens  # type: ignore[method-assign]
     for i in range(60):
         clock[0] = prom.now = T0 + 5 * i
-        loop._due.clear()
+        every_round_due(loop)
         await loop.run_round()
     policy = LearnedPolicy(knobs(Strategy.TRAFFIC_SPLIT), CURVES, Mode.BASELINE, Strategy.TRAFFIC_SPLIT, interval=5.0)
     moved = False

@@ -9,11 +9,11 @@ import json
 from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.curves import Curve
 from specserve.api.models import LearningStatus, Mode, SpecServeStatus, Strategy
+from specserve.objects import Remembered
 from specserve.policy.curves import ModeCurves
 from specserve.policy.learning import CONFIDENT, MAX_GRID, coverage
 from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.learning import (
-    Remembered,
     from_status,
     learning_round,
     persist_seconds,

@@ -12,19 +12,19 @@ from specserve.api.models import Condition, SpecServeStatus
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import OWNED_KINDS, Kind
 from specserve.layout import LABEL_INSTANCE
+from specserve.objects import Objects, ObjectState
 from specserve.reconcile import Outcome
 from specserve.resync import ResyncProbe, fingerprints, phase, resync_forever, resync_round
-from specserve.switching.loop import Registry, Tracked
 
 
-def registry(*names: str) -> Registry:
-    out = Registry()
+def registry(*names: str) -> Objects:
+    out = Objects()
     for name in names:
-        out.update({"metadata": {"namespace": "llm", "name": name}}, {})
+        out.observe({"metadata": {"namespace": "llm", "name": name}})
     return out
 
 
-def name_of(item: Tracked) -> str:
+def name_of(item: ObjectState) -> str:
     return str(item.body["metadata"]["name"])
 
 
@@ -33,7 +33,7 @@ def test_a_round_reconciles_every_tracked_specserve_and_one_failure_spares_the_o
 ) -> None:
     done: list[str] = []
 
-    async def reconcile(item: Tracked) -> None:
+    async def reconcile(item: ObjectState) -> None:
         if name_of(item) == "b":
             raise KubeError(500, "GET /api/v1/namespaces/llm/services: HTTP 500: etcd timeout")
         if name_of(item) == "c":
@@ -50,10 +50,10 @@ def test_a_round_reconciles_every_tracked_specserve_and_one_failure_spares_the_o
 
 def test_a_specserve_forgotten_before_the_round_is_not_reconciled() -> None:
     tracked = registry("a", "gone")
-    tracked.forget({"metadata": {"namespace": "llm", "name": "gone"}})
+    tracked.forget("llm/gone")
     done: list[str] = []
 
-    async def reconcile(item: Tracked) -> None:
+    async def reconcile(item: ObjectState) -> None:
         done.append(name_of(item))
 
     asyncio.run(resync_round(tracked, reconcile))
@@ -68,7 +68,7 @@ def test_rounds_come_every_interval_not_at_the_start_and_stop_with_the_flag() ->
         loop = asyncio.get_running_loop()
         started = loop.time()
 
-        async def reconcile(_: Tracked) -> None:
+        async def reconcile(_: ObjectState) -> None:
             rounds.append(loop.time() - started)
             if len(rounds) == 3:
                 stop.set()
@@ -81,9 +81,9 @@ def test_rounds_come_every_interval_not_at_the_start_and_stop_with_the_flag() ->
 
 
 def test_a_stop_during_the_wait_ends_the_loop_without_another_round() -> None:
-    called: list[Tracked] = []
+    called: list[ObjectState] = []
 
-    async def reconcile(item: Tracked) -> None:
+    async def reconcile(item: ObjectState) -> None:
         called.append(item)
 
     async def main() -> None:
@@ -102,16 +102,16 @@ def test_a_spread_round_reconciles_in_phase_order_and_each_phase_is_stable_withi
     tracked = registry(*names)
     order: list[str] = []
 
-    async def reconcile(item: Tracked) -> None:
+    async def reconcile(item: ObjectState) -> None:
         order.append(name_of(item))
 
     asyncio.run(resync_round(tracked, reconcile, spread=0.2))
-    phases = {name_of(i): phase(i, 0.2) for i in tracked.items.values()}
+    phases = {name_of(i): phase(i, 0.2) for i in tracked}
     assert sorted(order) == sorted(names)
     assert order == sorted(names, key=phases.__getitem__)  # spread over the interval, not one burst
     assert all(0 <= p < 0.2 for p in phases.values())
     assert len(set(phases.values())) > 1
-    assert phases == {name_of(i): phase(i, 0.2) for i in registry(*names).items.values()}  # stable
+    assert phases == {name_of(i): phase(i, 0.2) for i in registry(*names)}  # stable
 
 
 def test_a_stop_mid_round_launches_no_more_reconciles() -> None:
@@ -121,7 +121,7 @@ def test_a_stop_mid_round_launches_no_more_reconciles() -> None:
     async def main() -> None:
         stop = asyncio.Event()
 
-        async def reconcile(item: Tracked) -> None:
+        async def reconcile(item: ObjectState) -> None:
             done.append(name_of(item))
             if len(done) == 3:
                 stop.set()
@@ -155,7 +155,7 @@ class Lister:
         self.objects: list[tuple[str, dict[str, Any]]] = []
         self.calls = 0
 
-    async def list_labelled(self, kind: Kind, namespace: str, label: str) -> list[dict[str, Any]]:
+    async def list_labelled(self, kind: Kind, namespace: str | None, label: str | None) -> list[dict[str, Any]]:
         self.calls += 1
         return [o for k, o in self.objects if k == kind.kind and o["metadata"]["namespace"] == namespace]
 
@@ -168,12 +168,13 @@ def clean_outcome(written: bool = False) -> Outcome:
 
 def test_a_clean_unchanged_specserve_is_skipped_but_not_forever_and_any_change_ends_the_skip() -> None:
     tracked = registry("a", "b")
-    for item in tracked.items.values():
+    for item in tracked:
         item.body["metadata"]["resourceVersion"] = "5"
     kube = Lister()
     kube.objects = [("Deployment", labelled("a-base", "a", "1")), ("Deployment", labelled("b-base", "b", "1"))]
     probe = ResyncProbe(tracked, kube, full_every=3)
-    a = tracked.items[("llm", "a")]
+    a = tracked.named(("llm", "a"))
+    assert a is not None
 
     async def rounds() -> list[bool]:
         skipped = []

@@ -101,7 +101,7 @@ class TwoProms(FakeReaders):
 
 async def test_a_prometheus_client_that_raises_fails_only_the_specserves_it_reads(kimi_doc: JSON) -> None:
     w = make_world(kimi_doc, ("good",))
-    w.registry.update(body_of(kimi_doc, "bad", 5, prometheusUrl="http://broken:9090"), {})
+    w.registry.observe(body_of(kimi_doc, "bad", 5, prometheusUrl="http://broken:9090"))
     w.kube.deployments += [d for d in make_world(kimi_doc, ("bad",)).kube.deployments]
     w.prom.demand.update({"good": 2.0})
     w.loop.readers = TwoProms(w.prom)

@@ -15,10 +15,11 @@ from specserve.api.models import Mode, Weights
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
 from specserve.metrics.promql import LOAD_SIGNALS, PoolKey, Query, Signal
 from specserve.metrics.results import QueryResult
+from specserve.objects import Objects, ObjectState
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
 from specserve.status import SWITCHING_LOOP
-from specserve.switching.loop import LoopConfig, Registry, SwitchingLoop, Tracked
+from specserve.switching.loop import LoopConfig, SwitchingLoop
 
 NS = "llm"
 JSON = dict[str, Any]
@@ -37,7 +38,7 @@ def deployment(name: str, ready: int = 1) -> JSON:
 class FakeKube:
     """Status patches land in the registry's body at once (the watch echoing our write)."""
 
-    registry: Registry
+    registry: Objects
     deployments: list[JSON] = field(default_factory=list)
     pods: list[JSON] = field(default_factory=list)
     patches: list[tuple[str, JSON]] = field(default_factory=list)
@@ -52,7 +53,7 @@ class FakeKube:
         type, every other field kept. Returns the object; the watch echoes it too (into the registry)."""
         assert field_manager == "specserve-switching"
         self.patches.append((name, status_body))
-        tracked = self.registry.get((namespace, name))
+        tracked = self.registry.named((namespace, name))
         assert tracked is not None
         body = copy.deepcopy(tracked.body)
         status = {k: v for k, v in (body.get("status") or {}).items() if k not in SWITCHING_LOOP.fields}
@@ -62,7 +63,7 @@ class FakeKube:
         if kept or mine:
             status["conditions"] = kept + mine
         body["status"] = status
-        tracked.body = body
+        tracked.observe(body)
         return copy.deepcopy(body)
 
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None:
@@ -139,7 +140,7 @@ class StandIn:
 
 @dataclass
 class World:
-    registry: Registry
+    registry: Objects
     kube: FakeKube
     prom: FakePrometheus
     policy: StandIn
@@ -153,7 +154,7 @@ class World:
         await self.loop.run_round()
 
     def status(self, name: str = "kimi-k25") -> JSON:
-        tracked = self.registry.get((NS, name))
+        tracked = self.registry.named((NS, name))
         assert tracked is not None
         return dict(tracked.body.get("status") or {})
 
@@ -172,21 +173,21 @@ def body_of(doc: Mapping[str, Any], name: str = "kimi-k25", interval: int = 5, *
 
 
 def make_world(doc: Mapping[str, Any], names: Sequence[str] = ("kimi-k25",), **metrics: str) -> World:
-    registry = Registry()
+    registry = Objects()
     for name in names:
-        registry.update(body_of(doc, name, 5, **metrics), {})
+        registry.observe(body_of(doc, name, 5, **metrics))
     kube = FakeKube(registry, [deployment(f"{n}-{p}") for n in names for p in ("spec", "base")])
     prom = FakePrometheus({n: 7.0 for n in names})  # inside the stand-in's band: no decision
     policy = StandIn()
     clock = [0.0]
     triggered: list[str] = []
 
-    async def trigger(item: Tracked) -> None:
+    async def trigger(item: ObjectState) -> None:
         # The reconcile realising the target: the route now carries the decided weights.
         triggered.append(item.body["metadata"]["name"])
         switching = item.body["status"]["switching"]
         if switching.get("weights") is not None:
-            item.body = {**item.body, "status": {**item.body["status"], "weights": switching["weights"]}}
+            item.observe({**item.body, "status": {**item.body["status"], "weights": switching["weights"]}})
 
     loop = SwitchingLoop(
         registry, kube, FakeReaders(prom), policy, trigger, LoopConfig(prometheus_url="http://prom:9090"),
@@ -252,7 +253,7 @@ async def test_traffic_split_keeps_deciding_while_the_route_lags_its_target(worl
     world.prom.demand["kimi-k25"] = 2.0
     await world.round_at(100)
     # The reconcile has not moved the route yet (e.g. it drains a pool to roll it).
-    tracked = world.registry.get((NS, "kimi-k25"))
+    tracked = world.registry.named((NS, "kimi-k25"))
     assert tracked is not None
     tracked.body["status"]["weights"] = {"speculative": 0, "baseline": 100}
     world.prom.demand["kimi-k25"] = 50.0
@@ -279,7 +280,7 @@ def restart_world(kimi_doc: dict[str, Any], status: JSON) -> World:
     doc = copy.deepcopy(kimi_doc)
     doc["spec"]["strategy"] = "Restart"
     w = make_world(doc)
-    tracked = w.registry.get((NS, "kimi-k25"))
+    tracked = w.registry.named((NS, "kimi-k25"))
     assert tracked is not None
     tracked.body["status"] = status
     w.kube.deployments = [deployment("kimi-k25-engine")]
@@ -331,7 +332,7 @@ async def test_the_back_off_doubles_with_each_failure_and_a_converged_change_aft
     bar = w.status()["switching"]["barred"][0]
     assert (bar["failures"], bar["until"]) == (3, "1970-01-01T00:46:40Z")  # 400 s + 40 min
     # Later: the bar is over, the policy restarted into Baseline after it and that roll converged.
-    tracked = w.registry.get((NS, "kimi-k25"))
+    tracked = w.registry.named((NS, "kimi-k25"))
     assert tracked is not None
     switching = {**w.status()["switching"], "mode": "Baseline", "lastSwitch": "1970-01-01T01:10:00Z"}
     tracked.body["status"] = {**w.status(), "activeMode": "Baseline", "pools": [], "switching": switching}
@@ -386,7 +387,7 @@ async def test_one_query_per_signal_for_every_specserve_sharing_a_prometheus(kim
 
 async def test_each_specserve_keeps_its_own_evaluation_interval(kimi_doc: dict[str, Any]) -> None:
     w = make_world(kimi_doc)
-    w.registry.update(body_of(kimi_doc, "slow", interval=12), {})
+    w.registry.observe(body_of(kimi_doc, "slow", interval=12))
     w.kube.deployments += [deployment("slow-spec"), deployment("slow-base")]
     w.prom.demand["slow"] = 2.0
     for t in range(100, 125):  # the loop ticks every second
@@ -432,7 +433,7 @@ async def test_a_restart_in_progress_is_resumed_not_repeated(kimi_doc: dict[str,
     restart_doc = copy.deepcopy(kimi_doc)
     restart_doc["spec"]["strategy"] = "Restart"
     w = make_world(restart_doc)
-    tracked = w.registry.get((NS, "kimi-k25"))
+    tracked = w.registry.named((NS, "kimi-k25"))
     assert tracked is not None
     tracked.body["status"] = {
         "activeMode": "Speculative",  # the reconcile has not rolled the pods yet
@@ -454,7 +455,7 @@ async def test_a_restart_in_progress_is_resumed_not_repeated(kimi_doc: dict[str,
 async def test_specserves_created_apart_share_their_rounds(kimi_doc: dict[str, Any]) -> None:
     w = make_world(kimi_doc, ["a"])
     await w.round_at(100.3)
-    w.registry.update(body_of(kimi_doc, "b", 5), {})
+    w.registry.observe(body_of(kimi_doc, "b", 5))
     w.kube.deployments += [deployment("b-spec"), deployment("b-base")]
     w.prom.demand["b"] = 7.0
     await w.round_at(103.7)  # b's first evaluation: at once
@@ -500,7 +501,7 @@ async def test_a_restart_is_priced_with_the_start_up_its_pods_measured(kimi_doc:
 
 async def test_a_pending_move_stored_untyped_by_an_earlier_release_is_written_back_typed(world: World) -> None:
     await world.round_at(100)
-    tracked = world.registry.get((NS, "kimi-k25"))
+    tracked = world.registry.named((NS, "kimi-k25"))
     assert tracked is not None
     switching = {**tracked.body["status"]["switching"], "pending": "w=40", "pendingSince": "1970-01-01T00:01:40Z"}
     tracked.body["status"] = {**tracked.body["status"], "switching": switching}
@@ -513,20 +514,49 @@ async def test_a_pending_move_stored_untyped_by_an_earlier_release_is_written_ba
     assert len(world.kube.patches) == writes + 1  # once
 
 
+async def test_the_answer_to_the_loops_write_does_not_replace_a_newer_body_the_watch_delivered_meanwhile(
+    world: World,
+) -> None:
+    """The loop's status write is in flight while the watch delivers a newer body (a spec change, the reconcile's
+    write): the server's answer to the loop's write is older and must not replace it (the same staleness guard
+    as the watch and the reconcile's own write)."""
+    state = world.registry.named((NS, "kimi-k25"))
+    assert state is not None
+    state.observe({**state.body, "metadata": {**state.body["metadata"], "resourceVersion": "5"}})
+    write = world.kube.apply_status
+
+    async def newer_during_the_write(
+        kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
+    ) -> JSON:
+        answer = await write(kind, namespace, name, status_body, field_manager)
+        newer = copy.deepcopy(answer)
+        newer["metadata"].update(resourceVersion="7", annotations={"changed": "meanwhile"})
+        state.observe(newer)  # the watch, while the write's answer is on its way
+        answer["metadata"]["resourceVersion"] = "6"
+        return answer
+
+    world.kube.apply_status = newer_during_the_write  # type: ignore[method-assign]
+    world.prom.demand["kimi-k25"] = 2.0  # below 5: the stand-in policy moves the weight, the loop writes
+    await world.round_at(100)
+    assert world.kube.patches and world.triggered == ["kimi-k25"]
+    assert state.body["metadata"]["resourceVersion"] == "7"
+    assert state.body["metadata"]["annotations"] == {"changed": "meanwhile"}
+
+
 def test_a_watch_event_older_than_the_answer_to_our_write_does_not_replace_it() -> None:
-    registry = Registry()
-    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "10"}}, {})
-    tracked = registry.get((NS, "a"))
+    registry = Objects()
+    registry.observe({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "10"}})
+    tracked = registry.named((NS, "a"))
     assert tracked is not None
-    tracked.body = {"metadata": {"namespace": NS, "name": "a", "resourceVersion": "12"}, "status": {"x": 1}}
-    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "11"}}, {})  # queued before
+    tracked.observe({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "12"}, "status": {"x": 1}})
+    registry.observe({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "11"}})  # queued before
     assert tracked.body["status"] == {"x": 1}
-    registry.update({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "13"}}, {})
+    registry.observe({"metadata": {"namespace": NS, "name": "a", "resourceVersion": "13"}})
     assert tracked.body["metadata"]["resourceVersion"] == "13"
 
 
 async def test_a_paused_specserve_holds_says_paused_and_moves_again_on_resume(world: World) -> None:
-    tracked = world.registry.get((NS, "kimi-k25"))
+    tracked = world.registry.named((NS, "kimi-k25"))
     assert tracked is not None
     tracked.body["metadata"]["annotations"] = {"specserve.io/paused": "true"}
     world.prom.demand["kimi-k25"] = 2.0  # below 5: the policy wants all weight on speculative

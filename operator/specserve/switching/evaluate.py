@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from specserve.api.models import Action, Mode, SpecServe, SpecServeStatus
 from specserve.kube.kinds import SPECSERVE, Kind
 from specserve.metrics.signal import Reading
+from specserve.objects import Memory
 from specserve.policy.curves import ModeCurves
 from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
@@ -50,15 +51,6 @@ class StatusWriter(Protocol):
     async def apply_status(
         self, kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str
     ) -> JSON: ...
-
-
-@dataclass
-class Memory:
-    """Between rounds, in memory: the state as status has it and the latest one (volatile fields: evaluation
-    time, unknown streak, regret not yet worth a write)."""
-
-    persisted: PolicyState | None  # None: status.switching not written yet (see `first_write`)
-    live: PolicyState
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from specserve.api.models import (
     Strategy,
 )
 from specserve.clock import epoch
+from specserve.objects import Remembered
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.drift import Cusum
 from specserve.policy.learning import (
@@ -166,14 +167,6 @@ def drift_message(drift: Drift) -> str:
         f"the {drift.mode.value.lower()} pools serve {drift.shift:+.0%} against the learned curve: "
         "its evidence is reset and re-learned from the calibrated curve"
     )
-
-
-@dataclass(frozen=True)
-class Remembered:
-    """The loop's memory of one SpecServe's learning: the state, and the lastUpdate of what it last wrote."""
-
-    learning: Learning
-    stamp: str | None
 
 
 def resume_learning(memory: Remembered | None, saved: LearningStatus | None, curves: ModeCurves) -> Learning:

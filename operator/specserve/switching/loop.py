@@ -9,8 +9,8 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -23,21 +23,21 @@ from specserve.api.validation import InvalidSpecServe, parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.kinds import Kind
 from specserve.metrics.signal import Reading, failed
+from specserve.objects import Memory, Objects, ObjectState, Remembered
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.status import read_status
-from specserve.switching.evaluate import Decide, Evaluation, Memory, evaluate
+from specserve.switching.evaluate import Decide, Evaluation, evaluate
 from specserve.switching.gather import Gathered, Readers, ReadPlan, gather, read_plan, readiness_only
-from specserve.switching.learning import Learned, Remembered, drift_message, learning_round
+from specserve.switching.learning import Learned, drift_message, learning_round
 from specserve.switching.pools import converging
 from specserve.switching.record import became_unavailable
 from specserve.switching.state import resume
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
-Key = tuple[str, str]
 # A round over hundreds of SpecServes is pure CPU between its writes (1-2 ms each, evaluations that write
 # nothing never await): it lets the event loop run every this many, so a failover's watch event and urgent
 # reconcile never wait for a whole round (at 1000 SpecServes on a busy machine, seconds).
@@ -54,51 +54,7 @@ class LoopKube(Protocol):
     async def post_event(self, involved: JSON, *, reason: str, message: str, type_: str = "Normal") -> None: ...
 
 
-@dataclass
-class Tracked:
-    """A SpecServe as last seen (the watch, or the server's answer to the loop's own write), and its per-object
-    kopf memo (for the reconcile the loop triggers)."""
-
-    body: JSON
-    memo: MutableMapping[str, Any]
-
-
-def older(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
-    """Whether a watched body predates one we hold (the answer to our own write). resourceVersions are opaque
-    in general, but the API server's are etcd revisions: compared only when both are integers."""
-    new = str((body.get("metadata") or {}).get("resourceVersion", ""))
-    held = str((than.get("metadata") or {}).get("resourceVersion", ""))
-    return new.isdigit() and held.isdigit() and int(new) < int(held)
-
-
-@dataclass
-class Registry:
-    """What the loop evaluates: fed by a kopf event handler with every watch event (status changes included)."""
-
-    items: dict[Key, Tracked] = field(default_factory=dict)
-
-    @staticmethod
-    def key(body: Mapping[str, Any]) -> Key:
-        meta = body.get("metadata") or {}
-        return str(meta.get("namespace", "")), str(meta.get("name", ""))
-
-    def update(self, body: JSON, memo: MutableMapping[str, Any]) -> Tracked:
-        tracked = self.items.get(self.key(body))
-        if tracked is None:
-            tracked = self.items[self.key(body)] = Tracked(body, memo)
-        if not older(body, tracked.body):
-            tracked.body = body
-        tracked.memo = memo
-        return tracked
-
-    def forget(self, body: Mapping[str, Any]) -> None:
-        self.items.pop(self.key(body), None)
-
-    def get(self, key: Key) -> Tracked | None:
-        return self.items.get(key)
-
-
-Trigger = Callable[[Tracked], Awaitable[None]]
+Trigger = Callable[[ObjectState], Awaitable[None]]
 
 
 def next_due(now: float, interval: float) -> float:
@@ -124,7 +80,7 @@ class RoundReport:
 class SwitchingLoop:
     def __init__(
         self,
-        registry: Registry,
+        objects: Objects,
         kube: LoopKube,
         readers: Readers,
         decide: Decide,
@@ -132,40 +88,33 @@ class SwitchingLoop:
         config: LoopConfig,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.registry, self.kube, self.readers, self.decide = registry, kube, readers, decide
+        # What the loop remembers of each SpecServe between rounds is in its ObjectState (state.loop): it goes with
+        # the object's one forget, so the loop has nothing of its own to clean up.
+        self.objects, self.kube, self.readers, self.decide = objects, kube, readers, decide
         self.trigger, self.config, self.clock = trigger, config, clock
-        self._memory: dict[Key, Memory] = {}
-        self._due: dict[Key, float] = {}
-        self._curves: dict[Key, tuple[Any, ModeCurves | None]] = {}
-        self._learning: dict[Key, Remembered] = {}
 
-    def _curves_of(self, key: Key, obj: SpecServe) -> ModeCurves | None:
-        cached = self._curves.get(key)  # building curves is pure but not free: once per spec change
+    @staticmethod
+    def _curves_of(state: ObjectState, obj: SpecServe) -> ModeCurves | None:
+        cached = state.loop.curves  # building curves is pure but not free: once per spec change
         if cached is None or cached[0] is not obj.spec.switching:
-            cached = self._curves[key] = (obj.spec.switching, curves_from_spec(obj.spec.switching))
+            cached = state.loop.curves = (obj.spec.switching, curves_from_spec(obj.spec.switching))
         return cached[1]
 
-    async def _due_now(self, now: float) -> list[tuple[Tracked, SpecServe, ReadPlan]]:
+    async def _due_now(self, now: float) -> list[tuple[ObjectState, SpecServe, ReadPlan]]:
         due = []
-        for key in list(self._memory):
-            if key not in self.registry.items:  # deleted
-                self._memory.pop(key, None)
-                self._due.pop(key, None)
-                self._curves.pop(key, None)
-                self._learning.pop(key, None)
-        for key, tracked in list(self.registry.items.items()):
-            if now < self._due.get(key, -math.inf):
+        for state in self.objects:
+            if now < state.loop.due:
                 continue
             try:
-                obj = parse_object(tracked.body)
+                obj = parse_object(state.body)
             except (InvalidSpecServe, ValidationError):
                 continue  # the reconcile reports it; the last good target keeps serving
             try:
-                status = read_status(tracked.body)
+                status = read_status(state.body)
                 mode = resume(obj, status, now).mode
-                due.append((tracked, obj, read_plan(obj, mode, self.config.prometheus_url)))
+                due.append((state, obj, read_plan(obj, mode, self.config.prometheus_url)))
             except Exception:  # this SpecServe only; it is tried again next tick
-                log.exception("switching %s/%s: cannot plan its evaluation", *key)
+                log.exception("switching %s/%s: cannot plan its evaluation", *state.key)
                 continue
             if len(due) % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)
@@ -178,11 +127,11 @@ class SwitchingLoop:
         if not due:
             return report
         gathered = await gather(self.kube, self.readers, [p for _, _, p in due], now)
-        for tracked, obj, p in due:
-            self._due[p.key] = next_due(now, obj.spec.switching.evaluation_interval_seconds)
+        for state, obj, p in due:
+            state.loop.due = next_due(now, obj.spec.switching.evaluation_interval_seconds)
             got = gathered.get(p.key) or Gathered(failed(now, reasons.EVALUATION_FAILED, "not read this round"), ())
             try:
-                done = await self._evaluate(tracked, obj, p, got, now)
+                done = await self._evaluate(state, obj, p, got, now)
             except KubeError as exc:
                 log.warning("switching %s/%s: status write failed, retried next round: %s", *p.key, exc)
                 continue
@@ -199,9 +148,9 @@ class SwitchingLoop:
         telemetry.EVALUATION_SECONDS.observe(report.seconds)
         return report
 
-    async def _evaluate(self, tracked: Tracked, obj: SpecServe, p: ReadPlan, got: Gathered, now: float) -> Evaluation:
+    async def _evaluate(self, state: ObjectState, obj: SpecServe, p: ReadPlan, got: Gathered, now: float) -> Evaluation:
         try:
-            done, learned = await self._decide(tracked, obj, p, got, now, learn=True)
+            done, learned = await self._decide(state, obj, p, got, now, learn=True)
         except KubeError:
             raise
         except Exception as exc:  # this SpecServe's data broke its evaluation: its load is unknown, it holds
@@ -212,59 +161,59 @@ class SwitchingLoop:
             )
             unknown = Reading(readiness_only(replace(got.reading.sample, time=now), message), reasons.EVALUATION_FAILED)
             got = Gathered(unknown, got.pools, got.startup_seconds)
-            done, learned = await self._decide(tracked, obj, p, got, now, learn=False)
-        self._memory[p.key] = Memory(persisted=done.persisted, live=done.state)
-        body = tracked.body
+            done, learned = await self._decide(state, obj, p, got, now, learn=False)
+        state.loop.policy = Memory(persisted=done.persisted, live=done.state)
+        body = state.body
         if learned is not None:
             written = done.after.learning
-            self._learning[p.key] = Remembered(learned.round.learning, written.last_update if written else None)
+            state.loop.learning = Remembered(learned.round.learning, written.last_update if written else None)
             for drift in learned.round.drifts:
                 await self.kube.post_event(body, reason=CURVE_DRIFT, message=drift_message(drift), type_="Warning")
                 log.warning("switching %s/%s: %s", *p.key, drift_message(drift))
         if done.server is not None:
-            # The server's answer is newer than the watch's last body: the reconcile triggered below, and the
-            # next round, start from it (the watch may deliver older events after it: see Registry.update).
-            tracked.body = done.server
-        await self._tell(tracked, obj, done, got)
+            # The server's answer: the reconcile triggered below, and the next round, start from it, unless the
+            # watch delivered a newer body during the write (the staleness guard in ObjectState.observe).
+            state.observe(done.server)
+        await self._tell(state, obj, done, got)
         if done.changed:
-            await self.trigger(tracked)  # realise the new target now, not at the next resync
+            await self.trigger(state)  # realise the new target now, not at the next resync
         return done
 
     async def _decide(
-        self, tracked: Tracked, obj: SpecServe, p: ReadPlan, got: Gathered, now: float, learn: bool
+        self, state: ObjectState, obj: SpecServe, p: ReadPlan, got: Gathered, now: float, learn: bool
     ) -> tuple[Evaluation, Learned | None]:
         """The verdict and the loop's status write; nothing else is changed until it returns."""
         knobs: Knobs = knobs_from_spec(obj, startup_seconds=got.startup_seconds)
         paused = is_paused(obj.metadata.annotations)  # kubectl specserve pause: hold all but failover
         decide: Decide = PausedDecide(self.decide) if paused else self.decide
-        learned = self._learn(p.key, obj, tracked.body, got, now) if learn else None
-        inputs = (decide, knobs, learned.curves if learned is not None else self._curves_of(p.key, obj))
-        memory = self._memory.get(p.key)
+        learned = self._learn(state, obj, got, now) if learn else None
+        inputs = (decide, knobs, learned.curves if learned is not None else self._curves_of(state, obj))
+        memory = state.loop.policy
         add = learned.apply if learned is not None else None
-        done = await evaluate(self.kube, tracked.body, obj, inputs, got.reading, got.pools, p.source, memory, now, add)
+        done = await evaluate(self.kube, state.body, obj, inputs, got.reading, got.pools, p.source, memory, now, add)
         return done, learned
 
-    def _learn(self, key: Key, obj: SpecServe, body: JSON, got: Gathered, now: float) -> Learned | None:
+    def _learn(self, state: ObjectState, obj: SpecServe, got: Gathered, now: float) -> Learned | None:
         """This round's live curves (policy.learning): measured calibrated curves only, the prior they learn
         from (the crossover-only model has no absolute scale to compare tokens/s with)."""
-        curves = self._curves_of(key, obj)
+        curves = self._curves_of(state, obj)
         if curves is None or curves.modelled:
             return None
-        status = read_status(body)
+        status = read_status(state.body)
         settled = got.reading.reason is None and converging(obj, status, got.pools) is None
         sample = replace(got.reading.sample, time=now)
         interval = obj.spec.switching.evaluation_interval_seconds
-        memory = self._learning.get(key)
+        memory = state.loop.learning
         return learning_round(memory, status.learning, curves, sample, obj.spec.strategy, settled, interval)
 
-    async def _tell(self, tracked: Tracked, obj: SpecServe, done: Evaluation, got: Gathered) -> None:
+    async def _tell(self, state: ObjectState, obj: SpecServe, done: Evaluation, got: Gathered) -> None:
         ns, name = obj.metadata.namespace, obj.metadata.name
         verdict, reading = done.verdict, got.reading
         telemetry.EVALUATIONS.labels(ns, name, "unknown" if reading.reason else "known").inc()
         telemetry.DEMAND.labels(ns, name).set(reading.sample.demand if reading.sample.demand is not None else math.nan)
         if reading.reason:
             telemetry.METRIC_ERRORS.labels(ns, name, reading.reason).inc()
-        curves = self._curves_of((ns, name), obj)
+        curves = self._curves_of(state, obj)
         cross = obj.spec.switching.crossover_concurrency or (crossover(curves) if curves is not None else None)
         telemetry.observe_spec(ns, name, obj, cross, is_paused(obj.metadata.annotations))
         if done.persisted is not None and done.persisted.weights is not None:
@@ -281,13 +230,13 @@ class SwitchingLoop:
             # A rollback is the loop undoing its own change that failed: a Warning, as the roll's failure is.
             kind = "Warning" if verdict.action is Action.ROLLBACK else "Normal"
             await self.kube.post_event(
-                tracked.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}", type_=kind
+                state.body, reason=verdict.action.value, message=f"{message}: {verdict.reason}", type_=kind
             )
             log.info("switching %s/%s: %s", ns, name, message)
         unavailable = became_unavailable(done.before, done.after)
         if unavailable is not None:
             await self.kube.post_event(
-                tracked.body, reason=reasons.METRICS_UNAVAILABLE, message=unavailable, type_="Warning"
+                state.body, reason=reasons.METRICS_UNAVAILABLE, message=unavailable, type_="Warning"
             )
             log.warning("switching %s/%s: load unknown: %s", ns, name, unavailable)
 

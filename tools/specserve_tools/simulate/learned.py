@@ -7,10 +7,11 @@ the gain static curves lose. Nothing here computes curves: what it decides with 
 from __future__ import annotations
 
 from specserve.api.models import LearningStatus, Mode, Strategy
+from specserve.objects import Remembered
 from specserve.policy.curves import ModeCurves
 from specserve.policy.learning import Learning
 from specserve.policy.types import Knobs, Sample
-from specserve.switching.learning import Remembered, learning_round
+from specserve.switching.learning import learning_round
 from specserve_tools.simulate.policy import SpecServePolicy
 from specserve_tools.simulate.setup import Command, Setup
 
