@@ -57,6 +57,12 @@ API_WARNINGS = _counter(
     "Warning headers the API server sent on the operator's requests (PodSecurity, deprecations), by verb and resource.",
     "verb", "resource",
 )  # fmt: skip
+API_UNAVAILABLE = _counter(
+    "specserve_api_unavailable",
+    "The operator's API requests that got no answer (refused, reset, timed out), a 429 or a 5xx, each attempt, by "
+    "verb and resource: an API server or etcd outage, seen while it lasts (nothing can be written to status then).",
+    "verb", "resource",
+)  # fmt: skip
 
 # ------------------------------------------------------------------------------------------ load-based switching
 # Decision reasons are free text with numbers; the `rule` label is the typed rule (api.models.Rule, bounded).

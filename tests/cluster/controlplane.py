@@ -400,10 +400,12 @@ class ControlPlane:
                        check=True, capture_output=True, text=True)  # fmt: skip
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/specserves.specserve.io")
 
-    def operator_kubeconfig(self, name: str = "operator") -> Path:
-        """A kubeconfig with a token of the chart's ServiceAccount (TokenRequest), as a pod of the chart gets."""
+    def operator_kubeconfig(self, name: str = "operator", server: str | None = None) -> Path:
+        """A kubeconfig with a token of the chart's ServiceAccount (TokenRequest), as a pod of the chart gets; for
+        the API server at `server` (default: this plane's; a proxy in front of it, another API server)."""
         token = self.kubectl("create", "token", OPERATOR_SA, "-n", OPERATOR_NS, "--duration=2h").stdout.strip()
-        return kubeconfig(self.workdir / f"{name}.kubeconfig", self.server, self.pki / "ca.crt", {"token": token})
+        return kubeconfig(self.workdir / f"{name}.kubeconfig", server or self.server, self.pki / "ca.crt",
+                          {"token": token})  # fmt: skip
 
     def user_kubeconfig(self, user: str, namespace: str, *cluster_roles: str) -> Path:
         """A kubeconfig for a person: ServiceAccount `user` of `namespace` (a token, over TLS), bound in that
@@ -416,9 +418,10 @@ class ControlPlane:
         return kubeconfig(self.workdir / f"{namespace}-{user}.kubeconfig", self.server, self.pki / "ca.crt",
                           {"token": token})  # fmt: skip
 
-    def run_operator(self, pod: str, *extra: str, metrics_port: int | None = None) -> subprocess.Popen[bytes]:
-        """`specserve run` with the chart's arguments, as the chart's ServiceAccount, over TLS."""
-        cfg = self.operator_kubeconfig(pod)
+    def run_operator(self, pod: str, *extra: str, metrics_port: int | None = None,
+                     server: str | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+        """`specserve run` with the chart's arguments, as the chart's ServiceAccount, over TLS (to `server`)."""
+        cfg = self.operator_kubeconfig(pod, server)
         argv = [sys.executable, "-m", "specserve.cli", "run", "--all-namespaces", "--leader-elect",
                 f"--leader-election-namespace={OPERATOR_NS}", "--leader-election-name=specserve",
                 "--lease-seconds=15", f"--metrics-port={metrics_port or free_port()}",

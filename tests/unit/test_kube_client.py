@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from specserve.kube import client as client_module
 from specserve.kube.client import ClientOptions, FencedError, KubeClient, KubeError
 from specserve.kube.kinds import DEPLOYMENT, SPECSERVE
+from specserve.telemetry import REGISTRY
 
 Reply = Callable[[web.Request], Any]
 FAST = ClientOptions(connect_timeout=1.0, request_timeout=2.0, attempts=3, backoff_base=0.001, backoff_max=0.01)
@@ -517,3 +518,28 @@ async def test_warning_headers_are_logged_once_and_shared_with_the_lane(
         f'the API server warns on PATCH {DEPLOY_PATH}: would violate PodSecurity "restricted:latest": runAsNonRoot',
         f"the API server warns on PATCH {DEPLOY_PATH}: second",
     ]  # once per (object, text): not again for the lane's apply, nor for a GET of the same object
+
+
+def unavailable(verb: str, resource: str) -> float:
+    return REGISTRY.get_sample_value("specserve_api_unavailable_total", {"verb": verb, "resource": resource}) or 0.0
+
+
+async def test_each_attempt_without_a_usable_answer_is_counted_on_the_metrics(
+    server: Server, sleeps: list[float]
+) -> None:
+    """An API server or etcd outage, on the operator's metrics while it lasts: 5xx, 429, no answer (refused, hung
+    past the read timeout) counted per attempt by verb and resource; a 404 or a 409 is an answer, not counted."""
+    before = unavailable("GET", "deployments"), unavailable("GET", "specserves")
+    server.scripted.script(DEPLOY_PATH, status(503), status(429), ok({"metadata": {"name": "web"}}))
+    hung = SPECSERVE.object_path("llm", "stuck")
+    server.scripted.script(hung, slow(3600, ok()))
+    kube = server.client(ClientOptions(request_timeout=30, read_timeout=0.3, attempts=3, backoff_base=0.001))
+    try:
+        assert await kube.get(DEPLOYMENT, "llm", "web") is not None
+        assert await kube.get(DEPLOYMENT, "llm", "absent-in-404") is None
+        with pytest.raises(KubeError):
+            await kube.get(SPECSERVE, "llm", "stuck")
+    finally:
+        await kube.close()
+    assert unavailable("GET", "deployments") - before[0] == 2
+    assert unavailable("GET", "specserves") - before[1] == 1  # the read timeout cut its only attempt

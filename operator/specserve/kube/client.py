@@ -28,11 +28,12 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
 
 from specserve.clock import rfc3339
-from specserve.kube.apiwarnings import WarningLog, parse
+from specserve.kube.apiwarnings import WarningLog, parse, resource
 from specserve.kube.events import COMBINED, Correlator, Posting
 from specserve.kube.kinds import Kind, kind_of
 from specserve.layout import MANAGER
 from specserve.render.yamljson import yaml_safe_json
+from specserve.telemetry import API_UNAVAILABLE
 
 FIELD_MANAGER = MANAGER  # the reconcile's (specserve.layout names every manager)
 JSON = dict[str, Any]
@@ -107,6 +108,12 @@ def _retry_after(headers: Any) -> float | None:
         return max(0.0, float(headers.get("Retry-After", "")))
     except ValueError:
         return None  # absent, or an HTTP date (the API server sends seconds)
+
+
+def _unavailable(method: str, path: str) -> None:
+    """Count an attempt the server did not answer usably (no answer, 429, 5xx): the operator's own view of an API
+    server or etcd outage, on its metrics while the outage lasts."""
+    API_UNAVAILABLE.labels(method, resource(path)).inc()
 
 
 class KubeClient:
@@ -252,6 +259,7 @@ class KubeClient:
                     self._auth = None  # the reused credentials expired: read them again, once
                     response = await self._once(method, url, data, content_type)
             except KubeError as exc:
+                _unavailable(method, path)
                 if attempt + 1 >= tries:
                     raise KubeError(exc.status, f"{method} {path}: {exc}") from exc
                 delay = self._delay(attempt, None)
@@ -260,6 +268,8 @@ class KubeClient:
                 if response.warnings:
                     name = body.get("metadata", {}).get("name") if method == "POST" and isinstance(body, dict) else None
                     self.warnings.record(method, f"{path}/{name}" if name else path, response.warnings)
+                if response.status in RETRIABLE_STATUSES:
+                    _unavailable(method, path)
                 if response.status not in RETRIABLE_STATUSES or attempt + 1 >= tries:
                     return response.status, response.data
                 delay = self._delay(attempt, response.retry_after)
@@ -282,6 +292,7 @@ class KubeClient:
         try:
             return await asyncio.wait_for(self._call("GET", path, query=query), timeout=self._options.read_timeout)
         except TimeoutError:
+            _unavailable("GET", path)  # the attempt in flight was cut: it counted nothing itself
             raise KubeError(0, f"GET {path}: no answer within {self._options.read_timeout:g} s") from None
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
