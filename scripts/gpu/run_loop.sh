@@ -18,7 +18,7 @@ x() { mkdir -p "$2" && tar -xJf "$1" -C "$2"; }
 collect() {  # what the driver has written so far -> $OUT
   cp $W/loop.json $W/loop.png $W/restart.png "$O/" 2>/dev/null
   tail -c 400000 $W/driver.log > "$O/driver.log" 2>/dev/null
-  L=$(ls -d /tmp/specserve-loop-*/logs 2>/dev/null | head -1)
+  L=$(ls -td /tmp/specserve-loop-*/logs 2>/dev/null | head -1)  # the newest: this driver's
   [ -n "$L" ] || L=$W/logs
   [ -d "$L" ] && tar -cJf "$O/logs.tar.xz" -C "$L" . 2>/dev/null
 }
