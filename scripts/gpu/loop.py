@@ -1,9 +1,9 @@
 """The loop on real engines: the real operator (`specserve run`) steering real SGLang pools through the demo's
 HAProxy gateway, measured against static choices on the same load (docs/real-engine.md, "The loop on real engines").
 
-usage (on the GPU machine, after scripts/gpu/run_loop.sh has unpacked SGLang, the deps and made /tmp/model):
+usage (on the GPU machine, started by scripts/gpu/run_loop.sh once it has unpacked SGLang and the deps):
     python3 loop.py --out DIR [--policies specserve,baseline,speculative,split] [--curves CURVES.json]
-                    [--ramp-seconds S] [--peak N] [--deadline S]
+                    [--ramp-seconds S] [--peak N] [--deadline S] [--restart [--restart-high N]]
 On a CPU machine, with the emulator standing in for SGLang (the CI test, tests/e2e/test_gpu_loop.py):
     FAKE_ENGINE=<emulator profile> python3 loop.py --out DIR --ramp-seconds 20 --peak 24
 
@@ -19,8 +19,9 @@ Steps: both pools Ready -> calibrate as a user would (`specserve bench` on each 
 schedule: a ramp of greedy clients 1 -> peak -> 1, then a drift ramp with half of the requests sampled
 (temperature 0.7). Policy `specserve` lets the gateway follow the HTTPRoute; the static ones pin the gateway's
 weights (all baseline, all speculative, or the calibrated static split: the fixed share that serves the most
-tokens over the schedule's demand by the calibrated curves) while the operator keeps running. Writes DIR/loop.json
-(everything) and DIR/loop.png (timelines).
+tokens over the schedule's demand by the calibrated curves) while the operator keeps running. With --restart, then
+the Restart run (run_restart): one NGRAM pool restarted into plain under high load and back under low load.
+Writes DIR/loop.json (everything, rewritten after every step), DIR/loop.png and DIR/restart.png (timelines).
 """
 
 from __future__ import annotations
