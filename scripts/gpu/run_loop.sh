@@ -1,7 +1,9 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, with .gpu carried (filled by scripts/gpu/pack_loop.sh):
 #   bash .gpu/run_loop.sh start WAIT_S [loop.py arguments...]   # set up, start the driver, wait, return results
-#   bash .gpu/run_loop.sh wait WAIT_S                           # a later call on the same (still warm) machine
+#   bash /tmp/run_loop.sh wait WAIT_S                           # a later call on the same (still warm) machine
+# (`start` leaves a copy of this script in /tmp: a later call need not carry .gpu, whose 64 MiB would travel again,
+# and without carrying it .gpu is not there)
 # Unpacks SGLang 0.5.17, the operator's dependencies, HAProxy and this checkout's code, makes the 8B-shaped model
 # config and starts scripts/gpu/loop.py (the operator steering real SGLang pools) in a session of its own, so that
 # it outlives this call: one driver, one set of pod starts, across calls of at most 10 minutes each while the
@@ -24,6 +26,7 @@ collect() {  # what the driver has written so far -> $OUT
 }
 
 if [ "$MODE" = start ]; then
+  cp "$0" /tmp/run_loop.sh
   [ -d $S/sglang ] || x "$G/sglang-0.5.17-site.tar.xz" $S || exit 1
   [ -d $S/deep_gemm ] || { mkdir -p $S/deep_gemm && : > $S/deep_gemm/__init__.py; }
   [ -d $D/kopf ] || x "$G/loop-deps.tar.xz" $D
