@@ -1,9 +1,9 @@
 """The loop on real engines: the real operator (`specserve run`) steering real SGLang pools through the demo's
 HAProxy gateway, measured against static choices on the same load (docs/real-engine.md, "The loop on real engines").
 
-usage (on the GPU machine, after scripts/gpu/run_loop.sh has unpacked SGLang, the deps and made /tmp/model):
+usage (on the GPU machine, started by scripts/gpu/run_loop.sh once it has unpacked SGLang and the deps):
     python3 loop.py --out DIR [--policies specserve,baseline,speculative,split] [--curves CURVES.json]
-                    [--ramp-seconds S] [--peak N] [--deadline S]
+                    [--ramp-seconds S] [--peak N] [--deadline S] [--restart [--restart-high N]]
 On a CPU machine, with the emulator standing in for SGLang (the CI test, tests/e2e/test_gpu_loop.py):
     FAKE_ENGINE=<emulator profile> python3 loop.py --out DIR --ramp-seconds 20 --peak 24
 
@@ -19,8 +19,9 @@ Steps: both pools Ready -> calibrate as a user would (`specserve bench` on each 
 schedule: a ramp of greedy clients 1 -> peak -> 1, then a drift ramp with half of the requests sampled
 (temperature 0.7). Policy `specserve` lets the gateway follow the HTTPRoute; the static ones pin the gateway's
 weights (all baseline, all speculative, or the calibrated static split: the fixed share that serves the most
-tokens over the schedule's demand by the calibrated curves) while the operator keeps running. Writes DIR/loop.json
-(everything) and DIR/loop.png (timelines).
+tokens over the schedule's demand by the calibrated curves) while the operator keeps running. With --restart, then
+the Restart run (run_restart): one NGRAM pool restarted into plain under high load and back under low load.
+Writes DIR/loop.json (everything, rewritten after every step), DIR/loop.png and DIR/restart.png (timelines).
 """
 
 from __future__ import annotations
@@ -68,6 +69,20 @@ TEMPERATURE_SAMPLED = 0.7
 MAX_TOKENS = 128
 TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
 POLICIES = ("specserve", "baseline", "speculative", "split")
+# What a user may tune, set for phases of tens of seconds (docs/real-engine.md, "The loop on real engines"): an
+# evaluation every 2 s, moves towards speculation after 2 s (not the default 60), the dominant pool may change
+# every 2 s, and a weight change costs nothing (HAProxy's weights change in place, no reload).
+SWITCHING = {
+    "evaluationIntervalSeconds": 2,
+    "upStabilizationSeconds": 0,
+    "downStabilizationSeconds": 2,
+    "minDwellSeconds": 2,
+    "hysteresis": 0.1,
+    "weightChangeCost": 0,
+}
+# Restart: each switch restarts a pod (tens of seconds on the GPU), so dwell and stabilization stay longer than a
+# weight move's, short against the phases; the day's budget covers the run.
+RESTART_SWITCHING = {"downStabilizationSeconds": 6, "minDwellSeconds": 10, "maxRestartsPerDay": 20}
 PROMPT = "Explain speculative decoding to a new engineer, step by step, with an example."
 T0 = time.monotonic()
 
@@ -88,16 +103,30 @@ def specserve_doc(example: Path, curves: dict[str, Any] | None) -> dict[str, Any
     spec["engine"]["maxRunningRequests"] = 128
     spec["engine"]["startupTimeoutSeconds"] = 600
     spec["routing"] = {"gateway": {"name": "demo-gateway"}}
+    # The Direct source smooths gauges over 2x and rates over 4x this interval (metrics.promql.Windows): at the
+    # default 15 s its demand reading lagged the load by 20-30 s, longer than a phase. The operator scrapes every
+    # evaluation, so the interval of the evaluations is the one to give.
+    spec["monitoring"] = {**(spec.get("monitoring") or {}), "intervalSeconds": SWITCHING["evaluationIntervalSeconds"]}
     spec["switching"] = {
         "metrics": {"source": "Direct"},
-        "evaluationIntervalSeconds": 2,
-        "upStabilizationSeconds": 0,
-        "downStabilizationSeconds": 4,
-        "minDwellSeconds": 4,
-        "hysteresis": 0.1,
+        **SWITCHING,
         **(curves or {}),
     }
     return doc
+
+
+def restart_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    """The loop's SpecServe made a Restart one: one NGRAM pod that the operator restarts into plain and back. The
+    GPU holds two pods (the TrafficSplit pools), so a restart starts the new pod beside the old one (maxSurge 1: a
+    declared spare slot) and no request is refused; the operator prices that at its surge floor of the measured
+    start-up (policy.restart)."""
+    out: dict[str, Any] = json.loads(json.dumps(doc))
+    spec = out["spec"]
+    spec["strategy"] = "Restart"
+    spec["pools"] = {"speculative": {"replicas": 1, "maxSurge": 1}, "baseline": {"replicas": 0}}
+    spec["switching"].update(RESTART_SWITCHING)
+    spec["switching"].pop("weightChangeCost", None)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ the pods
@@ -113,6 +142,8 @@ class SglangLauncher:
     subnet: str
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     previous: str | None = None
+    # pods holding the GPU now (the kubelet's, terminating ones too); set once the kubelet exists
+    on_gpu: Callable[[], int] = lambda: 0
 
     async def _wait_previous(self) -> None:
         if self.previous is None or self.fake:
@@ -136,8 +167,12 @@ class SglangLauncher:
         args = set_flag(args, "--load-format", "dummy", subst, "dummy weights: real compute, no checkpoint")
         args = set_flag(args, "--attention-backend", "triton", subst, "the offline overlay has no FlashAttention-3")
         args = set_flag(args, "--sampling-backend", "pytorch", subst, "as the overlay is known to run")
+        args = set_flag(args, "--cuda-graph-backend-prefill", "disabled", subst,
+                        "no prefill CUDA graph capture (~40 s of each start): every pod and policy alike")  # fmt: skip
         args = set_flag(args, "--host", host, subst, "one machine: each pod its own loopback address (its pod IP)")
-        fraction = MEM_FRACTIONS[min(index, len(MEM_FRACTIONS) - 1)]
+        # the first pod on an empty GPU takes the lower fraction, any other the upper (SGLang's fraction is of the
+        # whole GPU: the upper one leaves the first's share to it), so a restarted pod fits beside the one left
+        fraction = MEM_FRACTIONS[0] if self.on_gpu() == 0 else MEM_FRACTIONS[1]
         args = set_flag(args, "--mem-fraction-static", f"{fraction:g}", subst, "two pods share one GPU (cumulative)")
         for src, dst in mounts.items():
             args = [dst + a[len(src) :] if a.startswith(src) else a for a in args]
@@ -159,22 +194,33 @@ class SglangLauncher:
             argv = emulator_argv(args, port, self.fake, 2.0)
             argv[argv.index("--host") + 1] = host
             subst.append(f"FAKE_ENGINE: the emulator (profile {self.fake}) instead of SGLang")
-        self.records[name] = {"pod": name, "host": host, "port": port, "argv": argv, "substituted": subst}
+        self.records[name] = {"pod": name, "host": host, "port": port, "argv": argv, "substituted": subst,
+                              "launched_s": round(time.monotonic() - T0, 1)}  # fmt: skip
         self.previous = name
         log(f"launch {name}: {' '.join(argv)}")
         return Launch(argv, host, port, env)
 
 
-def pod_doc(name: str, labels: dict[str, str], host: str, ready: bool) -> dict[str, Any]:
-    """The Pod object the kubelet reports for a running pod: what the operator's Direct source lists."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    cond = {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": stamp}
+def wall(mono: float) -> str:
+    """A time.monotonic() reading as the API's timestamp (RFC 3339, UTC, milliseconds)."""
+    at = time.time() - (time.monotonic() - mono)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
+
+
+def pod_doc(name: str, labels: dict[str, str], host: str, started: float, ready_at: float | None) -> dict[str, Any]:
+    """The Pod object the kubelet reports for a running pod: what the operator's Direct source lists, with the
+    engine container's start and the Ready transition, from which the operator measures a restart's cost
+    (metrics.startup)."""
+    ready = ready_at is not None
+    cond = {"type": "Ready", "status": "True" if ready else "False",
+            "lastTransitionTime": wall(ready_at if ready_at is not None else started)}  # fmt: skip
+    engine = {"name": "sglang", "ready": ready, "restartCount": 0, "state": {"running": {"startedAt": wall(started)}}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
         "spec": {"containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.17"}]},
-        "status": {"phase": "Running", "podIP": host, "conditions": [cond]},
+        "status": {"phase": "Running", "podIP": host, "conditions": [cond], "containerStatuses": [engine]},
     }
 
 
@@ -190,12 +236,12 @@ async def mirror_pods(api: DemoApi, kubelet: Kubelet, stop: asyncio.Event) -> No
                 known.pop(name)
             for name, pod in live.items():
                 ready = pod.phase == PodPhase.READY
+                doc = pod_doc(name, pod.labels, pod.host, pod.started, pod.ready_at if ready else None)
                 if name not in known:
-                    doc = pod_doc(name, pod.labels, pod.host, ready)
                     await api.create(POD, NAMESPACE, doc)
                     await api.patch_status(POD, NAMESPACE, name, doc["status"])
                 elif known[name] != ready:
-                    await api.patch_status(POD, NAMESPACE, name, pod_doc(name, pod.labels, pod.host, ready)["status"])
+                    await api.patch_status(POD, NAMESPACE, name, doc["status"])
                 known[name] = ready
         except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
             log(f"pod mirror: {exc}")
@@ -218,14 +264,19 @@ class Stage:
     sampled: float = 0.0
 
 
+# The shape of each half (fractions of it): a long stretch at 1 and at 8 in flight (where NGRAM-4 serves 2-2.5x),
+# the rise to the peak, the peak, the fall and 1 in flight again. Each phase lasts many evaluation intervals.
+SHAPE = (("low", 1, 1, 0.15), ("mid", 8, 8, 0.15), ("rise", 8, None, 0.15), ("peak", None, None, 0.25),
+         ("fall", None, 1, 0.15), ("low2", 1, 1, 0.15))  # fmt: skip
+
+
 def schedule(ramp_seconds: float, peak: int) -> list[Stage]:
     """The ramp 1 -> peak -> 1 of greedy clients, then the same demand with half of the requests sampled."""
-    cut = (0.15, 0.2, 0.25, 0.2, 0.2)  # low, rise, peak, fall, low
     stages = []
     for prefix, sampled in (("ramp", 0.0), ("drift", 0.5)):
-        parts = [("low", 1, 1), ("rise", 1, peak), ("peak", peak, peak), ("fall", peak, 1), ("low2", 1, 1)]
-        for (name, a, b), frac in zip(parts, cut, strict=True):
-            stages.append(Stage(f"{prefix}-{name}", ramp_seconds * frac, a, b, sampled))
+        for name, a, b, frac in SHAPE:
+            start, end = peak if a is None else a, peak if b is None else b
+            stages.append(Stage(f"{prefix}-{name}", ramp_seconds * frac, start, end, sampled))
     return stages
 
 
@@ -290,11 +341,15 @@ async def one_request(session: aiohttp.ClientSession, url: str, model: str, rec:
         rec.error = f"{type(exc).__name__}: {exc}"[:160]
 
 
+Want = Callable[[float], tuple[Stage, float]]  # seconds into the run -> the stage and the clients wanted
+
+
 async def run_schedule(
-    url: str, model: str, stages: list[Stage], on_second: Callable[[float, str, float, int], Any]
-) -> tuple[list[Request], float]:
-    """Closed-loop clients through the gateway following `stages`; `on_second(t, stage, wanted, in_flight)` each
-    second. Requests in flight at the end finish and count."""
+    url: str, model: str, stages: list[Stage], on_second: Callable[[float, str, float, int], Any],
+    want: Want | None = None, done: Callable[[float], bool] | None = None,
+) -> tuple[list[Request], float]:  # fmt: skip
+    """Closed-loop clients through the gateway following `stages` (or `want`, until `done`); `on_second(t, stage,
+    wanted, in_flight)` each second. Requests in flight at the end finish and count."""
     records: list[Request] = []
     rng = random.Random(7)  # the same greedy/sampled sequence for every policy
     t0 = time.monotonic()
@@ -302,11 +357,13 @@ async def run_schedule(
     peak = int(max(max(s.start, s.end) for s in stages))
     in_flight = 0
     stop = asyncio.Event()
+    wanted_at: Want = want or (lambda t: demand_at(stages, t))
+    finished: Callable[[float], bool] = done or (lambda t: t >= total)
 
     async def client(i: int, session: aiohttp.ClientSession) -> None:
         nonlocal in_flight
         while not stop.is_set():
-            stage, wanted = demand_at(stages, time.monotonic() - t0)
+            stage, wanted = wanted_at(time.monotonic() - t0)
             if i >= round(wanted):
                 await asyncio.sleep(0.1)
                 continue
@@ -327,8 +384,8 @@ async def run_schedule(
     timeout = aiohttp.ClientTimeout(total=120, sock_read=60)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
         tasks = [asyncio.create_task(client(i, session)) for i in range(peak)]
-        while (t := time.monotonic() - t0) < total:
-            stage, wanted = demand_at(stages, t)
+        while not finished(t := time.monotonic() - t0):
+            stage, wanted = wanted_at(t)
             await on_second(t, stage.name, wanted, in_flight)
             await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - t)))
         stop.set()
@@ -343,12 +400,19 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def phase_table(records: list[Request], stages: list[Stage]) -> dict[str, dict[str, Any]]:
+def pool_of_server(server: str) -> str:
+    """The pool a request went to, from the gateway's X-Specserve-Server header (TrafficSplit: the pool's name)."""
+    return "speculative" if "-spec-" in server else "baseline" if "-base-" in server else "?"
+
+
+def phase_table(
+    records: list[Request], stages: list[Stage], pool_of: Callable[[str], str] = pool_of_server
+) -> dict[str, dict[str, Any]]:
     """Per stage (and per half: ramp, drift, all): requests, failures, tokens, tokens/s, goodput, TPOT p50/p99,
     and the requests each pool served. A request belongs to the stage it started in."""
     groups: dict[str, list[Stage]] = {s.name: [s] for s in stages}
-    groups["ramp"] = [s for s in stages if s.name.startswith("ramp")]
-    groups["drift"] = [s for s in stages if s.name.startswith("drift")]
+    for prefix in dict.fromkeys(s.name.split("-")[0] for s in stages):  # ramp, drift (restart)
+        groups[prefix] = [s for s in stages if s.name.split("-")[0] == prefix]
     groups["all"] = list(stages)
     out = {}
     for name, members in groups.items():
@@ -361,7 +425,7 @@ def phase_table(records: list[Request], stages: list[Stage]) -> dict[str, dict[s
         good = sum(r.tokens for r in ok if (r.tpot or 0.0) <= TPOT_SLO)
         servers: dict[str, int] = {}
         for r in ok:
-            pool = "speculative" if "-spec-" in r.server else "baseline" if "-base-" in r.server else "?"
+            pool = pool_of(r.server)
             servers[pool] = servers.get(pool, 0) + 1
         p50, p99 = percentile(tpots, 0.5), percentile(tpots, 0.99)
         out[name] = {
@@ -378,18 +442,26 @@ def phase_table(records: list[Request], stages: list[Stage]) -> dict[str, dict[s
     return out
 
 
-async def warm_up(hosts: dict[str, str], model: str) -> dict[str, float]:
-    """A few greedy and sampled requests to each pod before anything is measured: SGLang compiles kernels on
-    first use (the first sampled request to the NGRAM pod stalled its scheduler ~100 s on a cold JIT cache)."""
-    took = {}
-    timeout = aiohttp.ClientTimeout(total=240)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        for role, host in hosts.items():
-            t = time.monotonic()
-            recs = [Request("warmup", i % 2 == 1, 0.0) for i in range(8)]
-            await asyncio.gather(*(one_request(session, f"http://{host}:{ENGINE_PORT}", model, r) for r in recs))
-            took[role] = round(time.monotonic() - t, 1)
-    return took
+WARM_BATCHES = (1, 8, 32, 96, 128)
+
+
+async def warm_up(hosts: dict[str, str], model: str, batches: tuple[int, ...] = WARM_BATCHES) -> dict[str, float]:
+    """Greedy and sampled requests to each pod at several batch sizes before anything is measured: SGLang compiles
+    kernels on first use per shape (the first sampled request to the NGRAM pod stalled its scheduler ~100 s on a
+    cold JIT cache; the first policy measured on fresh pods met compiles the later ones did not)."""
+    timeout = aiohttp.ClientTimeout(total=300)
+
+    async def one_pod(session: aiohttp.ClientSession, host: str) -> float:
+        t = time.monotonic()
+        for n in batches:
+            for mixed in (False, True):
+                recs = [Request("warmup", mixed and i % 2 == 1, 0.0) for i in range(n)]
+                await asyncio.gather(*(one_request(session, f"http://{host}:{ENGINE_PORT}", model, r) for r in recs))
+        return round(time.monotonic() - t, 1)
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
+        took = await asyncio.gather(*(one_pod(session, host) for host in hosts.values()))
+    return dict(zip(hosts, took, strict=True))
 
 
 # ------------------------------------------------------------------------------------------------ calibration
@@ -485,6 +557,7 @@ class Result:
     calibration: dict[str, Any] = field(default_factory=dict)
     switching: dict[str, Any] = field(default_factory=dict)
     policies: dict[str, Any] = field(default_factory=dict)
+    restart: dict[str, Any] = field(default_factory=dict)
     not_run: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -538,16 +611,152 @@ async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] 
     }
 
 
-async def wait_ready(demo: Demo, api: DemoApi, timeout: float) -> None:
+async def wait_ready(demo: Demo, api: DemoApi, timeout: float, pods: int = 2) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         demo.check()
         route = await api.get(HTTPROUTE, NAMESPACE, NAME)
-        both = len(demo.endpoints) >= 2
-        if both and route and demo.gateway and await gateway_answers(demo.session, demo.gateway.url):
+        enough = len(demo.endpoints) >= pods
+        if enough and route and demo.gateway and await gateway_answers(demo.session, demo.gateway.url):
             return
         await asyncio.sleep(1)
     raise RuntimeError(f"pools not Ready within {timeout:g} s (endpoints {len(demo.endpoints)})")
+
+
+def pool_hosts(kubelet: Kubelet) -> dict[str, str]:
+    return {p.labels.get("specserve.io/pool", "?"): p.host for p in kubelet.pods.values()}
+
+
+def stage_record(stage: str, since: float, t: float, restarted_at: float | None) -> dict[str, Any]:
+    return {"stage": stage, "from_s": round(since, 1), "to_s": round(t, 1), "restarted_at_s": restarted_at,
+            "restarted": restarted_at is not None}  # fmt: skip
+
+
+@dataclass
+class RestartLoad:
+    """The Restart run's demand, moved by what the operator does: `high` greedy clients until the NGRAM pool was
+    restarted into plain and the plain pod served `settle` seconds, then 1 client until it was restarted back
+    into NGRAM and served `settle` seconds. Each stage ends after `bound` seconds without its restart; the run
+    ends by `until` (seconds into it) whatever happened."""
+
+    high: int
+    settle: float
+    bound: float
+    until: float
+    stage: str = "restart-high"
+    since: float = 0.0  # when this stage began (seconds into the run)
+    restarted_at: float | None = None  # when this stage's restart completed (its new pod serving alone)
+    over: bool = False
+    stages: list[dict[str, Any]] = field(default_factory=list)  # what happened per stage
+
+    def want(self, t: float) -> tuple[Stage, float]:
+        clients = self.high if self.stage == "restart-high" else 1
+        return Stage(self.stage, 0.0, clients, clients), float(clients)
+
+    def done(self, t: float) -> bool:
+        return self.over or t >= self.until
+
+    def observe(self, t: float, mode: str | None, alone: str | None) -> None:
+        """One reading: the status' mode, and the mode of the one pod when it serves alone (its argv's)."""
+        target = "Baseline" if self.stage == "restart-high" else "Speculative"
+        if self.restarted_at is None and mode == target and alone == target.lower():
+            self.restarted_at = t
+        settled = self.restarted_at is not None and t - self.restarted_at >= self.settle
+        if not settled and t - self.since < self.bound:
+            return
+        self.stages.append(stage_record(self.stage, self.since, t, self.restarted_at))
+        if self.stage == "restart-high":
+            self.stage, self.since, self.restarted_at = "restart-low", t, None
+        else:
+            self.over = True
+
+
+async def run_restart(  # noqa: PLR0915
+    demo: Demo, api: DemoApi, launcher: SglangLauncher, doc: dict[str, Any], model: str, args: argparse.Namespace,
+    deadline: float, out: dict[str, Any], save: Callable[[], None],
+) -> None:  # fmt: skip
+    """Restart on real engines: the TrafficSplit SpecServe (if any) goes with its pods, a Restart SpecServe with
+    one NGRAM pod comes, sustained high load until the operator restarts it into plain, then low load until it
+    restarts it back. Records the pods' start-ups (what the operator prices a restart at), the timeline of mode
+    and pods, the decision history (the ski-rental numbers) and the requests per stage."""
+    assert demo.kubelet is not None and demo.gateway is not None
+    kubelet = demo.kubelet
+    out["high"] = args.restart_high
+    if await api.get(SPECSERVE, NAMESPACE, NAME) is not None:
+        with step("delete the TrafficSplit SpecServe"):
+            await api.delete(SPECSERVE, NAMESPACE, NAME)
+            end = time.monotonic() + 240
+            while (kubelet.pods or await api.get(SPECSERVE, NAMESPACE, NAME)) and time.monotonic() < end:
+                await asyncio.sleep(1)
+            if kubelet.pods:
+                raise RuntimeError(f"the TrafficSplit pods did not stop: {sorted(kubelet.pods)}")
+    demo.pinned, demo.route = None, {}
+    body = restart_doc(doc)
+    out["switching"] = {k: v for k, v in body["spec"]["switching"].items() if k not in ("curves", "metrics")}
+    with step("apply the Restart SpecServe and wait for its pod"):
+        await api.create(SPECSERVE, NAMESPACE, body)
+        await wait_ready(demo, api, args.ready_timeout, pods=1)
+    with step("warm up the Restart pod"):  # light: the JIT caches are warm by now, and load would be demand
+        out["warmup_s"] = await warm_up(pool_hosts(kubelet), model, batches=(1, 4))
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    budget = deadline - time.monotonic() - 20
+    load = RestartLoad(args.restart_high, settle=args.restart_settle, bound=max(30.0, budget / 2), until=budget)
+    timeline: list[dict[str, Any]] = []
+    pods: dict[str, dict[str, Any]] = {}
+
+    async def on_second(t: float, stage: str, wanted: float, in_flight: int) -> None:
+        for pod in kubelet.pods.values():
+            seen = pods.setdefault(pod.name, {"launched": round(pod.started - T0, 1), "stage": stage})
+            seen["phase"] = pod.phase.value
+            if pod.ready_at is not None:
+                seen["ready_s"] = round(pod.ready_at - pod.started, 1)
+            seen["mode"] = "speculative" if "NGRAM" in " ".join(demo_argv(pod.name)) else "baseline"
+        row: dict[str, Any] = {"t": round(t, 1), "stage": stage, "wanted": wanted, "in_flight": in_flight,
+                               "pods": {n: p["phase"] for n, p in pods.items() if n in kubelet.pods}}  # fmt: skip
+        if int(t) % 2 == 0:
+            with contextlib.suppress(ApiError, aiohttp.ClientError, TimeoutError):
+                status = await read_status(api)
+                row["mode"] = status.get("activeMode")
+                row["switching"] = status.get("switching")
+                ready = [p for p in kubelet.pods.values() if p.phase == PodPhase.READY]
+                alone = pods[ready[0].name]["mode"] if len(kubelet.pods) == 1 and len(ready) == 1 else None
+                load.observe(t, row["mode"], alone)
+        timeline.append(row)
+        if int(t) % 20 == 0:
+            out.update(timeline=timeline, pods=pods, stages=load.stages)
+            save()
+
+    def demo_argv(name: str) -> list[str]:
+        return list((launcher.records.get(name) or {}).get("argv") or [])
+
+    stages = [Stage("restart-high", 0.0, args.restart_high, args.restart_high), Stage("restart-low", 0.0, 1, 1)]
+    log(f"restart: high {args.restart_high} until the pool is plain, then 1 until it is NGRAM again")
+    records, wall_s = await run_schedule(demo.gateway.url, model, stages, on_second, want=load.want, done=load.done)
+    if not load.over:
+        load.stages.append({**stage_record(load.stage, load.since, wall_s, load.restarted_at), "cut": "deadline"})
+    spans = {st["stage"]: st["to_s"] - st["from_s"] for st in load.stages}
+    measured = [Stage(name, spans.get(name, 0.0) or 1e-9, s.start, s.end) for name, s in zip(
+        ("restart-high", "restart-low"), stages, strict=True)]  # fmt: skip
+    status = await read_status(api)
+    out.update(
+        wall_s=round(wall_s, 1), stages=load.stages, timeline=timeline,
+        phases=phase_table(records, measured, lambda server: (pods.get(server) or {}).get("mode", "?")),
+        pods=pods, history=[h for h in status.get("history") or [] if str(h.get("time", "")) >= started],
+        status=status, requests=[asdict(r) for r in records],
+    )  # fmt: skip
+    log(f"restart: {json.dumps(load.stages)}; {json.dumps(out['phases']['all'])}")
+
+
+def save(res: Result, out: Path) -> None:
+    """loop.json (and loop.png) as they stand: written after every step, so a run cut short still leaves its data."""
+    data = asdict(res)
+    tmp = out / "loop.json.tmp"
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(out / "loop.json")
+    with contextlib.suppress(Exception):
+        from loop_plot import plot  # noqa: PLC0415  (matplotlib only where it is installed)
+
+        plot(data, out / "loop.png")
 
 
 async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
@@ -556,7 +765,8 @@ async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
     fake = os.environ.get("FAKE_ENGINE") or None
     res = Result(engine=f"emulator:{fake}" if fake else "sglang 0.5.17")
     stages = schedule(args.ramp_seconds, args.peak)
-    res.schedule = [asdict(s) for s in stages]
+    policies = [p for p in args.policies.split(",") if p]
+    res.schedule = [asdict(s) for s in stages] if policies else []
     workdir = Path(tempfile.mkdtemp(prefix="specserve-loop-"))
     sup = Supervisor(workdir / "logs")
     opts = Options(strategy="TrafficSplit", out=out, plain=True)
@@ -572,55 +782,29 @@ async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
             demo.api = api = DemoApi(api_url, demo.session)
         with step("start HAProxy"):
             demo.gateway = await start_gateway(sup, workdir, free_port(), free_port())
-        with step("apply the SpecServe"):
-            await api.create(NAMESPACES, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-            await api.create(SPECSERVE, NAMESPACE, doc)
         with step("start the operator"):
+            await api.create(NAMESPACES, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
             await cluster.start_operator(sup, workdir, api_url, NAMESPACE, "http://127.0.0.1:9", free_port())
         launcher = SglangLauncher(sup.log_dir, fake, f"127.0.{random.randint(2, 250)}")
         with step("start the kubelet"):
-            demo.kubelet = Kubelet(api, sup, NAMESPACE, fake or "", workdir, startup_seconds=2.0, launcher=launcher,
-                                   on_endpoints=demo.on_endpoints, on_pod_gone=demo.on_pod_gone)  # fmt: skip
+            demo.kubelet = kubelet = Kubelet(api, sup, NAMESPACE, fake or "", workdir, startup_seconds=2.0,
+                                             launcher=launcher, on_endpoints=demo.on_endpoints,
+                                             on_pod_gone=demo.on_pod_gone)  # fmt: skip
+            launcher.on_gpu = lambda: len(kubelet.pods)
             demo.background.append(asyncio.create_task(demo.kubelet.run(stop), name="the kubelet"))
             demo.background.append(asyncio.create_task(demo.watch_route(stop), name="the gateway controller"))
             demo.background.append(asyncio.create_task(mirror_pods(api, demo.kubelet, stop), name="the pod mirror"))
-        with step("wait for both pools to be Ready"):
-            await wait_ready(demo, api, args.ready_timeout)
+        if policies:
+            await traffic_split(demo, api, launcher, res, doc, stages, policies, model, args, deadline)
+        if args.restart:
+            if curves is None and not res.switching.get("curves"):
+                raise RuntimeError("--restart alone needs --curves (they price the restart)")
+            doc["spec"]["switching"].update(
+                {k: res.switching[k] for k in ("curves", "crossoverConcurrency", "initialMode") if k in res.switching}
+            )
             res.pods = launcher.records
-            res.ready_s = {
-                p.name: round((p.ready_at or 0) - p.started, 1) for p in demo.kubelet.pods.values() if p.ready_at
-            }
-            log(f"ready: {res.ready_s}")
-        hosts = {p.labels.get("specserve.io/pool", "?"): p.host for p in demo.kubelet.pods.values()}
-        with step("warm up"):
-            res.warmup_s = await warm_up(hosts, model)
-            log(f"warm-up: {res.warmup_s}")
-        if curves is None:
-            with step("calibrate"):
-                switching, res.calibration = await calibrate(hosts, doc, out)
-                obj = await api.get(SPECSERVE, NAMESPACE, NAME) or {}
-                obj["spec"]["switching"].update(switching)
-                await api.patch(SPECSERVE, NAMESPACE, NAME, {"spec": {"switching": obj["spec"]["switching"]}})
-                res.switching = switching
-        else:
-            res.switching = curves
-            res.calibration = {"from": str(args.curves)}
-        split = static_split(res.switching, stages) if res.switching.get("curves") else 50
-        pins: dict[str, dict[str, int] | None] = {
-            "specserve": None,
-            "baseline": {f"{NAME}-spec": 0, f"{NAME}-base": 100},
-            "speculative": {f"{NAME}-spec": 100, f"{NAME}-base": 0},
-            "split": {f"{NAME}-spec": split, f"{NAME}-base": 100 - split},
-        }
-        for policy in args.policies.split(","):
-            need = sum(s.seconds for s in stages) + 25
-            if time.monotonic() + need > deadline:
-                res.not_run.append(f"{policy}: {need:.0f} s needed, {deadline - time.monotonic():.0f} s left")
-                continue
-            with step(f"policy {policy}"):
-                res.policies[policy] = await run_policy(demo, api, policy, pins[policy], stages, model)
-                demo.check()
-        res.switching["final_status"] = await read_status(api)
+            await run_restart(demo, api, launcher, doc, model, args, deadline, res.restart, lambda: save(res, out))
+            res.pods = launcher.records
     except Exception as exc:  # the record says what failed; the logs come back either way
         res.errors.append(f"{type(exc).__name__}: {exc}")
         log(f"FAILED: {exc}")
@@ -637,27 +821,85 @@ async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
     return res
 
 
+async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res: Result, doc: dict[str, Any],
+                        stages: list[Stage], policies: list[str], model: str, args: argparse.Namespace,
+                        deadline: float) -> None:  # fmt: skip
+    """The TrafficSplit SpecServe: both pools Ready, warmed up, calibrated (unless --curves), then each policy on
+    the schedule; loop.json is rewritten after each step."""
+    assert demo.kubelet is not None
+    out: Path = args.out
+    with step("apply the SpecServe"):
+        await api.create(SPECSERVE, NAMESPACE, doc)
+    with step("wait for both pools to be Ready"):
+        await wait_ready(demo, api, args.ready_timeout)
+        res.pods = launcher.records
+        res.ready_s = {p.name: round(p.ready_at - p.started, 1) for p in demo.kubelet.pods.values() if p.ready_at}
+        log(f"ready: {res.ready_s}")
+    hosts = pool_hosts(demo.kubelet)
+    with step("warm up"):
+        res.warmup_s = await warm_up(hosts, model)
+        log(f"warm-up: {res.warmup_s}")
+    save(res, out)
+    if args.curves is None:
+        with step("calibrate"):
+            switching, res.calibration = await calibrate(hosts, doc, out)
+            obj = await api.get(SPECSERVE, NAMESPACE, NAME) or {}
+            obj["spec"]["switching"].update(switching)
+            await api.patch(SPECSERVE, NAMESPACE, NAME, {"spec": {"switching": obj["spec"]["switching"]}})
+            res.switching = switching
+    else:
+        res.switching = {k: v for k, v in doc["spec"]["switching"].items() if k in ("curves", "crossoverConcurrency",
+                                                                                  "initialMode")}  # fmt: skip
+        res.calibration = {"from": str(args.curves)}
+    res.switching["knobs"] = {k: v for k, v in doc["spec"]["switching"].items() if k not in ("curves", "metrics")}
+    split = static_split(res.switching, stages) if res.switching.get("curves") else 50
+    pins: dict[str, dict[str, int] | None] = {
+        "specserve": None,
+        "baseline": {f"{NAME}-spec": 0, f"{NAME}-base": 100},
+        "speculative": {f"{NAME}-spec": 100, f"{NAME}-base": 0},
+        "split": {f"{NAME}-spec": split, f"{NAME}-base": 100 - split},
+    }
+    need = sum(s.seconds for s in stages) + 25
+    for policy in policies:
+        reserve = args.restart_reserve if args.restart else 0.0
+        if time.monotonic() + need + reserve > deadline:
+            res.not_run.append(f"{policy}: {need:.0f} s needed, {deadline - reserve - time.monotonic():.0f} s left")
+            continue
+        with step(f"policy {policy}"):
+            res.policies[policy] = await run_policy(demo, api, policy, pins[policy], stages, model)
+            demo.check()
+        save(res, out)
+    res.switching["final_status"] = await read_status(api)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="loop.py", description=__doc__.splitlines()[0])
     root = Path(__file__).resolve().parents[2]
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--example", type=Path, default=root / "examples" / "llama31-8b-h200.yaml")
-    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated; empty: no TrafficSplit")
     parser.add_argument("--curves", type=Path, help="switching fields from an earlier calibration (skip bench)")
-    parser.add_argument("--ramp-seconds", type=float, default=60.0, help="each of the two ramps (greedy, drift)")
+    parser.add_argument("--ramp-seconds", type=float, default=120.0, help="each of the two halves (greedy, drift)")
     parser.add_argument("--peak", type=int, default=128)
     parser.add_argument("--deadline", type=float, default=520.0, help="seconds for the whole run")
     parser.add_argument("--ready-timeout", type=float, default=420.0)
     parser.add_argument("--no-validate", action="store_true", help="the fake API without schema validation")
+    parser.add_argument("--restart", action="store_true", help="then the Restart run (one pool restarted)")
+    parser.add_argument("--restart-high", type=int, default=64, help="clients in flight of the Restart's high load")
+    parser.add_argument("--restart-settle", type=float, default=20.0, help="seconds served after each restart")
+    parser.add_argument("--restart-reserve", type=float, default=360.0, help="seconds kept for the Restart run")
     args = parser.parse_args()
     res = asyncio.run(main_async(args))
-    (args.out / "loop.json").write_text(json.dumps(asdict(res), indent=1, default=str))
-    with contextlib.suppress(Exception):
-        from loop_plot import plot  # noqa: PLC0415  (matplotlib only where it is installed)
+    save(res, args.out)
+    if res.restart.get("timeline"):
+        with contextlib.suppress(Exception):
+            from loop_plot import plot_restart  # noqa: PLC0415
 
-        plot(asdict(res), args.out / "loop.png")
+            plot_restart(asdict(res), args.out / "restart.png")
     for policy, p in res.policies.items():
         print(policy, json.dumps({k: p["phases"][k] for k in ("ramp", "drift", "all")}))
+    if res.restart.get("phases"):
+        print("restart", json.dumps(res.restart["stages"]), json.dumps(res.restart["phases"]["all"]))
     print("errors:", res.errors, "not run:", res.not_run)
     return 1 if res.errors else 0
 

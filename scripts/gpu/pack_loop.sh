@@ -9,10 +9,11 @@ SP=$(python3 -c "import site; print(site.getsitepackages()[0])")
 T=$(mktemp -d)
 mkdir -p "$DEST" "$T/src" "$T/deps" "$T/hap"
 # this checkout's code: operator, tools, fake API, the drivers, the example
-tar -cf - -C "$REPO" --exclude __pycache__ operator/specserve tools/specserve_tools kubefake/specserve_kubefake \
+tar -cf - -C "$REPO" --exclude __pycache__ --exclude .mypy_cache operator/specserve tools/specserve_tools kubefake/specserve_kubefake \
   scripts/gpu examples/llama31-8b-h200.yaml | tar -xf - -C "$T/src"
 cp /work/shared/gpu/make_model.py "$T/src/" 2>/dev/null || cp "$DEST/make_model.py" "$T/src/"
 tar -cJf "$DEST/loop-src.tar.xz" -C "$T/src" .
+cp "$REPO/scripts/gpu/run_loop.sh" "$DEST/run_loop.sh"  # what the GPU call runs: bash .gpu/run_loop.sh ...
 # pure-Python dependencies of `specserve run`, kopf and the fake API that the GPU image lacks (it has PyYAML,
 # jinja2, typing_extensions, prometheus_client; compiled parts dropped: its Python
 # is 3.12, and these come last on PYTHONPATH so the image's own copies win)

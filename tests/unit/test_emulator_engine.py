@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -75,6 +76,30 @@ async def test_ttft_is_part_of_the_service_time() -> None:
     # one request alone runs at 100 tok/s: 50 tokens take 0.5 s including the 0.2 s TTFT
     assert req.finished_at - req.admitted == pytest.approx(0.5, rel=0.05)
     assert req.visible == 50
+
+
+async def test_sampled_requests_advance_at_their_accept_length_where_the_profile_measured_one() -> None:
+    # NGRAM on the H200: greedy requests accept ~4 tokens a step, sampled ones ~1 (each step costs the same)
+    profile = dataclasses.replace(PROFILE, accept_length=4.0, sampled_accept_length=1.0)
+    config = EngineConfig(profile=profile, mode=Mode.SPECULATIVE, time_scale=20.0)
+    async with running(config) as engine:
+        greedy = engine.submit(40, 10, streaming=True)
+        sampled = engine.submit(40, 10, streaming=True, temperature=0.7)
+        assert engine.accept_length() == pytest.approx(2.5)  # the running requests' mean, as the gauge shows
+        await _finish(greedy)
+        # two in flight: each at the curve's per-request rate for greedy steps (the TTFT inside the service time);
+        # the sampled one at a quarter of it, so it has served about a quarter of its tokens meanwhile
+        assert greedy.finished_at is not None and greedy.admitted is not None
+        assert greedy.finished_at - greedy.admitted == pytest.approx(40 / (PROFILE.speculative.at(2) / 2), rel=0.1)
+        assert 5 <= sampled.visible <= 15
+    # the baseline has no drafts: the temperature changes nothing; nor where the profile measured no sampled length
+    for prof, mode in ((profile, Mode.BASELINE), (PROFILE, Mode.SPECULATIVE)):
+        async with running(EngineConfig(profile=prof, mode=mode, time_scale=20.0)) as engine:
+            a = engine.submit(40, 10, streaming=True)
+            b = engine.submit(40, 10, streaming=True, temperature=1.0)
+            await _finish(a)
+            await _finish(b)
+        assert a.finished_at == pytest.approx(b.finished_at, rel=0.05)
 
 
 async def test_cap_queues_and_abort_frees_the_slot() -> None:

@@ -50,6 +50,7 @@ class Request:
     visible: int = 0  # tokens released to the client so far
     finished_at: float | None = None
     aborted: bool = False
+    sampled: bool = False  # temperature > 0: with a profile's sampled_accept_length, drafts are rarely accepted
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -130,18 +131,35 @@ class Engine:
     def accept_length(self) -> float:
         if self.active_steps(len(self.running)) == 0:
             return 0.0 if self.config.mode is Mode.BASELINE else 1.0
-        return self.profile.accept_length
+        if not self.running:
+            return self.profile.accept_length
+        return sum(self._accept(r) for r in self.running) / len(self.running)
+
+    def _accept(self, req: Request) -> float:
+        sampled = self.profile.sampled_accept_length
+        return sampled if req.sampled and sampled is not None else self.profile.accept_length
+
+    def _rates(self) -> list[float]:
+        """Tokens/s of each running request: the batch's step rate times the request's accept length (the curve
+        was measured at the profile's accept length, each verify step costing the same whatever is accepted)."""
+        n = len(self.running)
+        if n == 0:
+            return []
+        per_request = self.throughput(n) / n
+        if self.active_steps(n) == 0:
+            return [per_request] * n
+        return [per_request * self._accept(r) / self.profile.accept_length for r in self.running]
 
     def token_usage(self) -> float:
         used = sum(r.prompt_tokens + r.progress for r in self.running)
         return min(1.0, used / (self.cap * KV_TOKENS_PER_SLOT))
 
     # ---------------------------------------------------------------- requests
-    def submit(self, max_tokens: int, prompt_tokens: int, streaming: bool) -> Request:
+    def submit(self, max_tokens: int, prompt_tokens: int, streaming: bool, temperature: float = 0.0) -> Request:
         self._advance(self.now())
         req = Request(
             rid=f"{next(self._ids):x}", max_tokens=max_tokens, prompt_tokens=prompt_tokens,
-            streaming=streaming, arrival=self.now(),
+            streaming=streaming, arrival=self.now(), sampled=temperature > 0,
         )  # fmt: skip
         self.waiting.append(req)
         self._admit(self.now())
@@ -177,9 +195,8 @@ class Engine:
         tick_wall = self.config.tick_base_s + self.config.tick_per_request_s * n
         if n == 0:
             return 1.0
-        rate = self.throughput(n) / n
         nxt = now + tick_wall * self.config.time_scale
-        for r in self.running:
+        for r, rate in zip(self.running, self._rates(), strict=True):
             if r.first_at is not None and r.first_at > now:
                 nxt = min(nxt, r.first_at)
             elif rate > 0:
@@ -198,12 +215,12 @@ class Engine:
         last, self._last = self._last, now
         dt = now - last
         n = len(self.running)
-        self.last_throughput = self.throughput(n)
+        rates = self._rates()
+        self.last_throughput = sum(rates)
         if dt <= 0 or n == 0:
             return
-        rate = self.last_throughput / n
         finished: list[Request] = []
-        for r in self.running:
+        for r, rate in zip(self.running, rates, strict=True):
             before = r.progress
             r.progress += rate * dt
             first_at = r.first_at if r.first_at is not None else now

@@ -47,6 +47,12 @@ class GenParams:
     prompt_tokens: int
     stream: bool
     include_usage: bool
+    temperature: float = 0.0  # absent counts as greedy: the profiles' accept lengths were measured greedy
+
+
+def _temperature(body: dict[str, Any]) -> float:
+    value = body.get("temperature")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -106,6 +112,7 @@ def parse_chat(raw: Any) -> GenParams:
         prompt_tokens=count_prompt_tokens(" ".join(text)),
         stream=stream,
         include_usage=include_usage,
+        temperature=_temperature(body),
     )
 
 
@@ -124,7 +131,7 @@ def parse_completion(raw: Any) -> GenParams:
         )
     _check_sampling(body)
     stream, include_usage = _stream_flags(body)
-    return GenParams(_max_tokens(body, "max_tokens"), tokens, stream, include_usage)
+    return GenParams(_max_tokens(body, "max_tokens"), tokens, stream, include_usage, _temperature(body))
 
 
 def parse_generate(raw: Any) -> GenParams:
@@ -142,7 +149,7 @@ def parse_generate(raw: Any) -> GenParams:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequestError("stream must be a boolean.", "stream")
-    return GenParams(_max_tokens(params, "max_new_tokens"), tokens, stream, False)
+    return GenParams(_max_tokens(params, "max_new_tokens"), tokens, stream, False, _temperature(params))
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:

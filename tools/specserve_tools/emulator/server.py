@@ -129,7 +129,7 @@ class Handlers:
         steps = engine.active_steps(n)
         m.num_running_reqs.labels(**labels).set(n)
         m.num_queue_reqs.labels(**labels).set(len(engine.waiting))
-        m.gen_throughput.labels(**labels).set(engine.throughput(n))
+        m.gen_throughput.labels(**labels).set(engine.last_throughput)
         m.token_usage.labels(**labels).set(engine.token_usage())
         m.spec_accept_length.labels(**labels).set(engine.accept_length())
         accept = engine.accept_length()
@@ -185,7 +185,7 @@ class Handlers:
             params = parse(await self._body(request))
         except proto.BadRequestError as exc:
             return _bad(exc.message, exc.param)
-        req = self.engine.submit(params.max_tokens, params.prompt_tokens, params.stream)
+        req = self.engine.submit(params.max_tokens, params.prompt_tokens, params.stream, params.temperature)
         rid = {"chat": "chatcmpl-", "completion": "cmpl-", "generate": ""}[kind] + req.rid
         model = self.state.served_model_name
         try:
