@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve.api.models import Strategy
+from specserve.api.models import Mode, Strategy
 from specserve.api.validation import parse_object
 from specserve.metrics.promql import (
     HISTORY_SIGNALS,
@@ -31,7 +31,7 @@ from specserve.metrics.promql import (
 from specserve.metrics.results import QueryResult
 from specserve.metrics.signal import PoolTarget, ReadTarget, index, read_history
 from specserve.policy.forecast import History
-from specserve.switching.gather import forecast_horizon
+from specserve.switching.gather import forecast_horizon, read_plan
 from tests.unit.policy_helpers import specserve
 from tests.unit.test_switching_loop import NS, FakePrometheus, FakeReaders, World, deployment, make_world
 
@@ -190,3 +190,14 @@ def test_prometheus_evaluates_the_history_queries_as_meant(tmp_path: Path) -> No
     path.write_text(yaml.safe_dump(doc))
     done = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_direct_windows_follow_the_evaluation_not_the_pod_monitors_scrape_interval() -> None:
+    """Direct scrapes once per evaluation: a 15 s PodMonitor interval must not stretch a 2 s loop's windows."""
+    fast = {"evaluationIntervalSeconds": 2}
+    direct = specserve(
+        Strategy.TRAFFIC_SPLIT, {**fast, "metrics": {"source": "Direct"}}, monitoring={"intervalSeconds": 15}
+    )
+    prometheus = specserve(Strategy.TRAFFIC_SPLIT, fast, monitoring={"intervalSeconds": 15})
+    assert read_plan(direct, Mode.SPECULATIVE, None).windows == Windows(smooth=4, rate=8)
+    assert read_plan(prometheus, Mode.SPECULATIVE, None).windows == Windows(smooth=30, rate=60)

@@ -91,7 +91,11 @@ class ReadPlan:
 
 def read_plan(obj: SpecServe, mode: Mode, default_url: str | None) -> ReadPlan:
     switching = obj.spec.switching
-    windows = Windows.of(switching.evaluation_interval_seconds, obj.spec.monitoring.interval_seconds)
+    # Direct scrapes the pods once per evaluation, whatever the PodMonitor's interval (which only Prometheus uses):
+    # windows sized by that interval (15 s by default) made a 2 s loop read load 20-30 s late (issue 26, on GPUs).
+    direct = switching.metrics.source is MetricsSourceKind.DIRECT
+    scrape = switching.evaluation_interval_seconds if direct else obj.spec.monitoring.interval_seconds
+    windows = Windows.of(switching.evaluation_interval_seconds, scrape)
     return ReadPlan(obj, mode, windows, switching.metrics.prometheus_url or default_url, forecast_horizon(obj))
 
 
