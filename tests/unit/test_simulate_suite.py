@@ -8,7 +8,10 @@ import itertools
 import random
 from dataclasses import replace
 
+import pytest
+
 from specserve.api.validation import parse_object
+from specserve_tools.simulate import suite
 from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.compare import adaptive_configs, best_config, rank_key
 from specserve_tools.simulate.run import adaptive_table
@@ -174,3 +177,15 @@ def test_adaptive_is_scored_against_the_best_fixed_config() -> None:
     ranked = best_config([*rows, mine])
     assert [s.role for s in ranked] == ["config", "plan", "config", "specserve"]
     assert best_config([mine]) == [mine]
+
+
+def test_a_failing_case_is_reported_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One case that raises keeps its index and the error; the others of a long run are kept."""
+
+    def boom(*_: object) -> None:
+        raise ValueError("drawn badly")
+
+    monkeypatch.setattr(suite, "score", boom)
+    case = run_case((7, 0))
+    assert case.error == "ValueError: drawn badly" and not case.policies
+    assert all(r.cases == 0 for r in table([case]))

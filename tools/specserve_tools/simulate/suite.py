@@ -103,6 +103,7 @@ class Case:
     seconds: float = 0.0  # how long the case took
     plan_gain: float | None = None  # the plan's (Adaptive: the bound's) goodput over the best static, share of it
     policies: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    error: str | None = None  # the case failed (a long run keeps the others); reported, never scored
 
 
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:
@@ -392,7 +393,11 @@ def run_case(args: tuple[int, int] | tuple[int, int, float | None] | tuple[int, 
     case, profile, doc, load = draw_case(seed, index, straddle)
     if cost is not None:
         doc["spec"]["switching"]["weightChangeCost"] = cost
-    return score(case, profile, doc, load)
+    try:
+        return score(case, profile, doc, load)
+    except Exception as exc:  # one bad case must not lose a run of hundreds: it is reported apart
+        case.error = f"{type(exc).__name__}: {exc}"
+        return case
 
 
 def run_suite(
@@ -516,6 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(c) for c in cases], indent=1))
     print(markdown(table(cases), cases, args.seed))
+    for c in cases:
+        if c.error is not None:
+            print(f"case {c.index} failed: {c.error}")
     print(f"\n{len(cases)} cases in {time.monotonic() - started:.0f} s with {args.jobs} worker(s)")
     return 0
 
