@@ -5,8 +5,10 @@ has the full tables)."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
-from dataclasses import replace
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
@@ -189,3 +191,12 @@ def test_a_failing_case_is_reported_not_fatal(monkeypatch: pytest.MonkeyPatch) -
     case = run_case((7, 0))
     assert case.error == "ValueError: drawn badly" and not case.policies
     assert all(r.cases == 0 for r in table([case]))
+
+
+def test_a_run_in_parts_is_reported_whole(tmp_path: Path) -> None:
+    cases = [suite.Case(index=i, tpot_slo=0.05, strategy="Restart", family="never", day="diurnal", crossover=None,
+                        modelled=False, replicas=(2, 0), startup_seconds=60.0, budget=6, seed_like=True,
+                        plan_gain=0.0, policies={"specserve": {"vs_static": 0.0}}) for i in (3, 1)]  # fmt: skip
+    path = tmp_path / "part.json"
+    path.write_text(json.dumps([asdict(c) for c in cases]))
+    assert suite.load_cases(path) == sorted(cases, key=lambda c: c.index)

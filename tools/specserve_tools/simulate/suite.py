@@ -503,6 +503,15 @@ def markdown(rows: Sequence[Row], cases: Sequence[Case], seed: int) -> str:
     return "\n".join(lines)
 
 
+def load_cases(path: Path) -> list[Case]:
+    """The cases a --json file kept (a run split in parts is reported whole with --merge)."""
+    out = []
+    for raw in json.loads(path.read_text()):
+        raw["replicas"] = tuple(raw["replicas"])
+        out.append(Case(**raw))
+    return sorted(out, key=lambda c: c.index)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specserve-suite", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=12)
@@ -513,11 +522,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategy", choices=STRATEGIES, help="only the cases of this strategy")
     parser.add_argument("--weight-change-cost", type=float, help="TrafficSplit: score under this weightChangeCost")
     parser.add_argument("--straddle", action="store_true", help="days that cross the crossover (draw_case)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="report the cases of these --json files instead")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    cases = run_suite(
-        args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost, args.straddle
-    )
+    if args.merge:
+        cases = [c for f in args.merge for c in load_cases(Path(f))]
+    else:
+        cases = run_suite(
+            args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost, args.straddle
+        )
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(c) for c in cases], indent=1))
     print(markdown(table(cases), cases, args.seed))
