@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 
 from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
+from specserve.api.validation import parse_object
 from specserve.policy.curves import ModeCurves, model_from_crossover
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.learning import Observation, effective, observe
@@ -14,6 +15,9 @@ from specserve.policy.learning import start as start_learning
 from specserve.policy.predict import candidates, jitter, split_forecasts, tolerance
 from specserve.policy.switching import decide
 from specserve.policy.types import Action, Knobs, PolicyState, PoolSignal, Sample, Verdict
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.scenario import DEFAULT_SLO_TTFT, scenario
+from specserve_tools.simulate.suite import DT, draw_case
 from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curves, profile_curves, specserve
 
 # speculative twice as fast per request up to 10 in flight, saturated at 100 tok/s; baseline saturates at 100 from
@@ -116,10 +120,30 @@ def test_noise_in_the_demand_holds_small_predicted_gains() -> None:
 def test_the_weight_moves_by_at_most_the_step() -> None:
     state = replace(start(100), recent_demand=(30.0,) * 6)
     wide = decide(knobs(max_weight_step=100), KNEES, state, observed(0.0, 30.0, 0.0))
-    assert wide.weights == Weights(speculative=90, baseline=10)  # the span: 10 points a move
+    # the best weight anywhere on the grid, not only within SPAN points of the one in force
+    assert wide.weights == Weights(speculative=50, baseline=50)
     v = decide(knobs(max_weight_step=4), KNEES, state, observed(0.0, 30.0, 0.0))
     assert v.action is Action.SET_WEIGHTS and v.weights == Weights(speculative=96, baseline=4)
-    assert "(best 90/10: step limited to 4 points)" in v.reason
+    assert "(best 50/50: step limited to 4 points)" in v.reason
+
+
+def test_a_far_weight_is_a_candidate() -> None:
+    """Every GRID points of the whole range are candidates: where only a weight far from the one in force brings
+    a pool within the TPOT SLO, SPAN points either side never see it (suite seed 7 case 33 held 63/37 all day,
+    20 % of the tokens below a fixed 40/60 split)."""
+    assert {0, 25, 40, 45, 100} <= set(candidates(63)) and set(range(53, 74)) <= set(candidates(63))
+
+
+def test_a_weight_is_worth_where_it_settles_not_its_transient_alone() -> None:
+    """Suite seed 7 case 33 (2+2 replicas, 109 in flight, TPOT goal 29.8 ms): at 63/37 the baseline pool meets
+    the SLO; at 45/55 the speculative pool does once it has drained, worth more, but the drain takes most of
+    the horizon. The forecast values a weight's settled rate for TAIL_TURNOVERS past the horizon, so 45 wins."""
+
+    case, profile, doc, _ = draw_case(7, 33)
+    sc = scenario(parse_object(doc), profile, Slo(ttft=DEFAULT_SLO_TTFT, tpot=case.tpot_slo), dt=DT)
+    assert sc.curves is not None
+    options = {f.weight: f for f in split_forecasts(sc.curves, 63, 83.6, 25.8, 2, 2, case.tpot_slo) or []}
+    assert options[45].goodput > options[63].goodput * 1.05
 
 
 def test_crossing_the_50_50_line_waits_for_the_window_and_min_dwell() -> None:
@@ -132,7 +156,7 @@ def test_crossing_the_50_50_line_waits_for_the_window_and_min_dwell() -> None:
         verdicts.append(v)
         state = v.state
     spec = [v.state.weights.speculative for v in verdicts if v.state.weights]
-    assert spec[:4] == [40, 49, 49, 49]  # up to the line, across it only once the wish lasted 60 s
+    assert 40 <= spec[0] < 50 and spec[1:4] == [49, 49, 49]  # up to the line, across it only once the wish lasted 60 s
     assert "(best 100/0: towards Speculative for 0 s of the 60 s window)" in verdicts[0].reason
     assert spec[4] == 100 and verdicts[4].state.mode is Mode.SPECULATIVE and verdicts[4].state.pending is None
     # while it waits the wish (and so status) does not change
@@ -159,7 +183,8 @@ def test_after_a_restart_only_a_move_that_gains_whatever_the_noise_is_made() -> 
     # near the crossover, a point or two from the best split: a gain of 0.2 %
     near = decide(k, profile_curves(ILLUSTRATIVE), start(49), observed(0.0, 48.5, 51.5))
     assert near.action is Action.HOLD and "over 1 readings: a move needs 10.00 %" in near.reason
-    far = decide(k, KNEES, start(100), observed(0.0, 30.0, 0.0))  # everything on the saturated pool
+    # everything on the saturated pool, a 4-point step: +4 % in reach, less than the 10 % the noise asks
+    far = decide(knobs(max_weight_step=4), KNEES, start(100), observed(0.0, 30.0, 0.0))
     assert far.action is Action.SET_WEIGHTS and "at every demand the noise leaves plausible" in far.reason
 
 
@@ -191,7 +216,7 @@ def test_light_noisy_load_still_goes_to_the_faster_pool() -> None:
         )
         verdicts.append(v)
         state = v.state
-    assert state.weights == Weights(speculative=100, baseline=0)
+    assert state.weights is not None and state.weights.speculative >= 95  # the last 5 points gain less than noise
     assert any("at every demand the noise leaves plausible" in v.reason for v in changes(verdicts))
 
 
@@ -226,7 +251,8 @@ def test_modelled_curves_split_a_loaded_pool_whatever_the_slo_in_seconds() -> No
     # example's tpotSloSeconds 0.1 cannot be read off them and the split maximises tokens/s
     k = knobs(crossover=24.0, tpot_slo=0.1)
     verdicts = moves_off_the_loaded_pool(k, model_from_crossover(24.0))
-    assert [v.weights.speculative for v in verdicts if v.weights is not None] == [90, 80, 70]
+    moved = [v.weights.speculative for v in verdicts if v.weights is not None]
+    assert len(moved) == 3 and moved == sorted(moved, reverse=True) and moved[-1] <= 70
     assert all(v.action is Action.SET_WEIGHTS for v in verdicts)
     assert "tpotSloSeconds is not applied" in verdicts[0].reason and verdicts[0].notes
 
@@ -236,7 +262,8 @@ def test_calibrated_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() ->
     # goodput ties at zero and the tokens decide
     k = knobs(tpot_slo=0.002)
     verdicts = moves_off_the_loaded_pool(k, profile_curves(ILLUSTRATIVE))
-    assert verdicts[0].action is Action.SET_WEIGHTS and verdicts[-1].weights == Weights(speculative=70, baseline=30)
+    last = verdicts[-1].weights
+    assert verdicts[0].action is Action.SET_WEIGHTS and last is not None and 40 <= last.speculative <= 70
     assert "SLO" not in verdicts[0].reason.split(":")[-1]  # the calibrated curves keep their SLO: no note
 
 
@@ -249,7 +276,8 @@ def test_learned_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() -> No
     learned = effective(calibrated, learning)
     assert learned.rate(Mode.SPECULATIVE, 77.0) < 0.9 * calibrated.rate(Mode.SPECULATIVE, 77.0)
     verdicts = moves_off_the_loaded_pool(knobs(tpot_slo=0.002), learned)
-    assert verdicts[0].action is Action.SET_WEIGHTS and verdicts[-1].weights == Weights(speculative=70, baseline=30)
+    last = verdicts[-1].weights
+    assert verdicts[0].action is Action.SET_WEIGHTS and last is not None and 40 <= last.speculative <= 70
 
 
 def test_with_an_slo_some_weight_meets_goodput_still_decides() -> None:

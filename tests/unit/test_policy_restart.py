@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from specserve.api.models import Mode, Strategy
-from specserve.policy.restart import DAY, SURGE_FLOOR, switch_cost
+from specserve.policy.restart import DAY, SURGE_FLOOR, over_slo, pool_rate, switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState
 from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample
@@ -137,3 +137,18 @@ def test_the_first_switch_has_no_dwell_before_it_but_the_next_one_does() -> None
     restarts = [i for i, v in enumerate(verdicts) if v.action is Action.RESTART]
     assert restarts == [1]  # right after the regret covers the (tiny) cost, although the mode began at 0
     assert "min dwell 3600 s" in verdicts[-1].reason and state.mode is Mode.BASELINE
+
+
+def test_a_roll_that_puts_the_pool_over_the_tpot_slo_costs_all_it_serves() -> None:
+    """Two pods meet the SLO, one does not: while the roll lasts every request on the remaining pod turns late, so
+    the roll costs what the whole pool serves for its length, not one pod's marginal tokens."""
+
+    demand = 40.0
+    one, two = demand / CURVES.rate(Mode.SPECULATIVE, demand), (demand / 2) / CURVES.rate(Mode.SPECULATIVE, demand / 2)
+    slo = (one + two) / 2  # between what one pod and two pods give each request
+    assert not over_slo(CURVES, Mode.SPECULATIVE, demand, 2, slo) and over_slo(CURVES, Mode.SPECULATIVE, demand, 1, slo)
+    plain = switch_cost(CURVES, Mode.SPECULATIVE, demand, 2, 60.0, 0)
+    strict = switch_cost(CURVES, Mode.SPECULATIVE, demand, 2, 60.0, 0, slo)
+    assert strict == pytest.approx(60.0 * 2 * pool_rate(CURVES, Mode.SPECULATIVE, demand, 2)) and strict > plain
+    loose = switch_cost(CURVES, Mode.SPECULATIVE, demand, 2, 60.0, 0, one * 2)  # one pod meets it too
+    assert loose == pytest.approx(plain)

@@ -5,11 +5,24 @@ has the full tables)."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
+from dataclasses import asdict, replace
+from pathlib import Path
 
+import pytest
+
+from specserve.api.validation import parse_object
+from specserve_tools.simulate import suite
+from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.compare import adaptive_configs, best_config, rank_key
+from specserve_tools.simulate.run import adaptive_table
+from specserve_tools.simulate.scenario import DEFAULT_SLO_TTFT, scenario
 from specserve_tools.simulate.suite import (
     DAY_KINDS,
+    DT,
     EASY,
+    MIN_TPOT,
     STRATEGIES,
     draw_case,
     draw_curves,
@@ -18,6 +31,7 @@ from specserve_tools.simulate.suite import (
     run_case,
     table,
 )
+from specserve_tools.simulate.summary import bound_summary
 
 
 def test_a_case_is_the_same_whatever_the_size_of_the_run() -> None:
@@ -107,3 +121,82 @@ def test_drawn_parametric_curves_never_fall_with_concurrency() -> None:
             for curve in (drawn.speculative, drawn.baseline):
                 ys = [y for _, y in curve.points()]
                 assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(ys))
+
+
+def test_the_best_static_of_an_open_loop_ranks_goodput_first() -> None:
+    """A row within GOODPUT_TIE of the top goodput ranks above one far below it, whatever their latencies (a tied
+    row's key was 0 and an untied one's -goodput: the lower goodput won; seed 7 case 13 scored the policy +24 %
+    over a 'best static' it matched the other static of)."""
+    good = replace(bound_summary("baseline", 100.0, 100.0, 0.02), role="baseline")
+    poor = replace(bound_summary("speculative", 80.0, 100.0, 0.01), role="speculative")
+    assert min((poor, good), key=lambda s: rank_key(s, 100.0)) is good
+
+
+def test_a_fast_stream_gets_the_least_tpot_goal_the_spec_accepts() -> None:
+    """Seed 7 case 30 (a shape with rates x3) drew a goal under 1 ms per token, which the spec refuses: the run
+    stopped with a traceback. The goal is clamped to the field's range and the case parses."""
+    case, _, doc, _ = draw_case(7, 30)
+    assert case.tpot_slo == MIN_TPOT == doc["spec"]["switching"]["tpotSloSeconds"]
+    parse_object(doc)
+
+
+def test_an_adaptive_case_runs_the_adaptive_engine() -> None:
+    """initialMode Baseline made an Adaptive SpecServe a plain baseline engine all day (the policy never leaves
+    it): an Adaptive case starts in Speculative, the engine's own adaptive switch."""
+    adaptive = [draw_case(7, i) for i in range(2, 60, 3)]
+    assert all(c.strategy == "Adaptive" for c, *_ in adaptive)
+    assert all(doc["spec"]["switching"]["initialMode"] == "Speculative" for _, _, doc, _ in adaptive)
+
+
+def test_most_restart_days_with_a_crossover_straddle_it() -> None:
+    """On the general draws 19 of 20 Restart cases had nothing to gain: STRADDLE_SHARE of those with a crossover
+    now peak above it and fall below it, with a goal both modes meet at the peak."""
+    straddling = crossing = 0
+    for i in range(1, 150, 3):
+        case, _, _, load = draw_case(5, i)
+        if case.crossover is None or not load.concurrency:
+            continue
+        crossing += 1
+        line = case.crossover * case.replicas[0]
+        straddling += max(load.concurrency) > 1.2 * line and min(load.concurrency) < 0.85 * line
+    assert crossing >= 12 and straddling >= 0.55 * crossing
+    assert [draw_case(7, i)[2] for i in (0, 2, 6)] == [draw_case(7, i, straddle=False)[2] for i in (0, 2, 6)]
+
+
+def test_adaptive_is_scored_against_the_best_fixed_config() -> None:
+    """The bound lets every batch take the better curve; an adaptive engine with drafting off runs below a plain
+    baseline engine, so no config reaches it. The suite's reference for Adaptive is the best of the configs
+    rendered around the crossover (the policy's own among them), each run all day."""
+    case, profile, doc, _ = draw_case(7, 8)
+    setup = scenario(parse_object(doc), profile, Slo(ttft=DEFAULT_SLO_TTFT, tpot=case.tpot_slo), dt=DT).setup
+    assert case.strategy == "Adaptive" and setup.crossover is not None
+    configs = adaptive_configs(setup)
+    tables = [e.setup.adaptive_table for e in configs]
+    assert len(configs) >= 3 and len({str(t) for t in tables}) == len(tables)
+    assert adaptive_table(setup.crossover, setup.num_steps) in tables  # what SpecServe renders
+    rows = [replace(bound_summary(f"c{i}", g, g, None), role="config") for i, g in enumerate((5.0, 9.0, 7.0))]
+    mine = replace(bound_summary("specserve", 6.0, 6.0, None), role="specserve")
+    ranked = best_config([*rows, mine])
+    assert [s.role for s in ranked] == ["config", "plan", "config", "specserve"]
+    assert best_config([mine]) == [mine]
+
+
+def test_a_failing_case_is_reported_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One case that raises keeps its index and the error; the others of a long run are kept."""
+
+    def boom(*_: object) -> None:
+        raise ValueError("drawn badly")
+
+    monkeypatch.setattr(suite, "score", boom)
+    case = run_case((7, 0))
+    assert case.error == "ValueError: drawn badly" and not case.policies
+    assert all(r.cases == 0 for r in table([case]))
+
+
+def test_a_run_in_parts_is_reported_whole(tmp_path: Path) -> None:
+    cases = [suite.Case(index=i, tpot_slo=0.05, strategy="Restart", family="never", day="diurnal", crossover=None,
+                        modelled=False, replicas=(2, 0), startup_seconds=60.0, budget=6, seed_like=True,
+                        plan_gain=0.0, policies={"specserve": {"vs_static": 0.0}}) for i in (3, 1)]  # fmt: skip
+    path = tmp_path / "part.json"
+    path.write_text(json.dumps([asdict(c) for c in cases]))
+    assert suite.load_cases(path) == sorted(cases, key=lambda c: c.index)

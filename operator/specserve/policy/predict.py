@@ -36,7 +36,9 @@ from specserve.policy.curves import ModeCurves, rate
 from specserve.policy.split import SLO_MARGIN, served
 
 HORIZON_TURNOVERS = 6.0
+TAIL_TURNOVERS = 6.0  # the settled rate's weight after the horizon (split_forecast)
 STEPS = 24  # Euler steps over the horizon
+GRID = 5  # every GRID points of the whole range are candidates too: a far weight may be the only one in the SLO
 SPAN = 10  # points either side of the weight in force the policy considers (besides 0 and 100)
 NOISE_READINGS = 7  # demand readings the jitter is taken over (105 s at the default 15 s evaluation interval)
 FLOOR = 1e-4  # relative: the least predicted gain worth a write, however steady the demand
@@ -81,14 +83,20 @@ def split_forecast(
     w, dt = spec_weight / 100, horizon / STEPS
     limit = slo * SLO_MARGIN if slo is not None else math.inf
     c, good, tokens = c_spec, 0.0, 0.0
+    step_good = step_tokens = 0.0
     for _ in range(STEPS):
         t_s = n_spec * rate(curves.speculative, c / n_spec) if c > 0 else 0.0
         t_b = n_base * rate(curves.baseline, (demand - c) / n_base) if demand - c > 0 else 0.0
         # a pool's requests each wait load / tokens/s per token: within the SLO or not
-        good += (t_s if c <= limit * t_s else 0.0) + (t_b if demand - c <= limit * t_b else 0.0)
-        tokens += t_s + t_b
+        step_good = (t_s if c <= limit * t_s else 0.0) + (t_b if demand - c <= limit * t_b else 0.0)
+        step_tokens = t_s + t_b
+        good += step_good
+        tokens += step_tokens
         c = min(max(c + dt * (w * (t_s + t_b) - t_s), 0.0), demand)
-    good, tokens = good * dt, tokens * dt
+    # where the weight has led by the horizon's end, held for TAIL_TURNOVERS more: a weight whose loads take the
+    # horizon to settle (a pool draining into its SLO) is worth what it serves once settled, not its transient alone
+    tail = TAIL_TURNOVERS / HORIZON_TURNOVERS * horizon
+    good, tokens = good * dt + step_good * tail, tokens * dt + step_tokens * tail
     return SplitForecast(spec_weight, good, tokens)
 
 
@@ -99,7 +107,8 @@ def turnover_horizon(curves: ModeCurves, c_spec: float, demand: float, n_spec: i
 
 
 def candidates(spec_weight: int) -> list[int]:
-    return sorted({0, 100, *range(max(0, spec_weight - SPAN), min(100, spec_weight + SPAN) + 1)})
+    near = range(max(0, spec_weight - SPAN), min(100, spec_weight + SPAN) + 1)
+    return sorted({*range(0, 101, GRID), *near})
 
 
 def split_forecasts(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specserve.api.models import Rule
+from specserve.api.models import Mode, Rule
 from specserve.policy.curves import ModeCurves, better_mode, crossover
 from specserve.policy.rollback import active_bar
 from specserve.policy.step import Step, hold
@@ -27,6 +27,21 @@ def engine_notes(sample: Sample) -> tuple[str, ...]:
     return tuple(notes)
 
 
+DRAFT_NEVER = 1.0  # a crossover at one request: drafting off at every batch size
+DRAFT_ALWAYS = 4096.0  # past SGLang's largest CUDA-graph capture size (render.adaptive): drafting at every batch
+
+
+def everywhere(curves: ModeCurves) -> Mode | None:
+    """The mode that serves at least as much at every measured concurrency (and more at some), if one does."""
+    grid = sorted(set(curves.speculative.xs) | set(curves.baseline.xs))
+    diffs = [curves.rate(Mode.SPECULATIVE, x) - curves.rate(Mode.BASELINE, x) for x in grid]
+    if all(d >= 0 for d in diffs) and any(d > 0 for d in diffs):
+        return Mode.SPECULATIVE
+    if all(d <= 0 for d in diffs) and any(d < 0 for d in diffs):
+        return Mode.BASELINE
+    return None
+
+
 def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState, sample: Sample) -> Step:
     held = replace(state, pending=None)
     notes = engine_notes(sample)
@@ -36,8 +51,13 @@ def decide_adaptive(knobs: Knobs, curves: ModeCurves | None, state: PolicyState,
     if c is None:
         if curves is None:
             return hold(held, "no curves and no crossoverConcurrency: the engine keeps its config", notes)
-        wins = better_mode(curves)
-        return hold(held, f"the curves give no crossover ({wins} wins everywhere): the engine keeps its config", notes)
+        wins = everywhere(curves)
+        if wins is None:
+            mode = better_mode(curves)
+            return hold(held, f"the curves give no crossover ({mode} wins overall): the engine keeps its config", notes)
+        # one mode wins at every measured concurrency: a config that drafts always, or never (SGLang's default
+        # drafts at small batches, which on seed-like hardware loses to a plain engine at every load)
+        c = DRAFT_ALWAYS if wins is Mode.SPECULATIVE else DRAFT_NEVER
     previous = state.adaptive_crossover
     if previous is not None and abs(c - previous) <= knobs.hysteresis * previous:
         return hold(

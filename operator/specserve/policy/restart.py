@@ -59,11 +59,27 @@ def pool_rate(curves: ModeCurves, mode: Mode, demand: float, replicas: int) -> f
     return replicas * curves.rate(mode, demand / replicas)
 
 
-def switch_cost(curves: ModeCurves, mode: Mode, demand: float, replicas: int, startup: float, surge: int) -> float:
-    """Tokens the pool in `mode` loses while all its pods restart one after the other (module docstring)."""
+def over_slo(curves: ModeCurves, mode: Mode, demand: float, replicas: int, slo: float | None) -> bool:
+    """Whether `replicas` pods in `mode` sharing `demand` serve each request slower than the TPOT SLO (curves
+    modelled on the crossover have no units: never)."""
+    if slo is None or curves.modelled or replicas <= 0 or demand <= 0:
+        return False
+    x = demand / replicas
+    per_stream = curves.rate(mode, x) / x if x >= 1.0 else curves.rate(mode, 1.0)
+    return per_stream <= 0 or 1.0 / per_stream > slo
+
+
+def switch_cost(
+    curves: ModeCurves, mode: Mode, demand: float, replicas: int, startup: float, surge: int, slo: float | None = None
+) -> float:
+    """Tokens the pool in `mode` loses while all its pods restart one after the other (module docstring). With a
+    TPOT SLO that the pool meets with all its pods and misses with one fewer, the roll costs everything the pool
+    serves while it lasts: every request on the remaining pods turns late (goodput counts whole requests)."""
     if replicas <= 0:
         return 0.0
     per_pod = pool_rate(curves, mode, demand, replicas) - pool_rate(curves, mode, demand, replicas - 1)
+    if not over_slo(curves, mode, demand, replicas, slo) and over_slo(curves, mode, demand, replicas - 1, slo):
+        per_pod = pool_rate(curves, mode, demand, replicas)
     cost = startup * per_pod * replicas
     if surge > 0:
         cost *= max(SURGE_FLOOR, (replicas - min(surge, replicas)) / replicas)
@@ -152,7 +168,7 @@ def decide_restart(
     f_oth = pool_rate(curves, target, demand, n)
     regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
     restarts = recent(state.restarts, now)
-    cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge)
+    cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge, knobs.tpot_slo)
     fore = ahead(knobs, curves, state, (demand, now, regret), cost, history)
     dt = (
         0.0

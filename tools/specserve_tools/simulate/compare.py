@@ -20,10 +20,12 @@ from specserve_tools.simulate.latency_bound import latency_reference
 from specserve_tools.simulate.learned import learned_policy
 from specserve_tools.simulate.optimum import best_fixed_weights, restart_optimum, split_optimum
 from specserve_tools.simulate.policy import SpecServePolicy
-from specserve_tools.simulate.run import Run, simulate
+from specserve_tools.simulate.run import Run, adaptive_table, simulate
 from specserve_tools.simulate.setup import Controller, Load, Setup
 from specserve_tools.simulate.summary import Summary, bound_summary, gain, summarise
 
+ADAPTIVE_FACTORS = (0.5, 1.0, 1.5, 2.0, 3.0)  # the configs rendered at the crossover x these, run as references
+ADAPTIVE_NO_CROSSOVER = (2.0, 8.0, 32.0, 128.0)  # ... or at these (per replica) when the curves give none
 FIXED_CANDIDATES = 3  # fixed splits the steady state ranks best, simulated to find the best one
 STATIC_ROLES = ("speculative", "baseline", "fixed")
 GOODPUT_TIE = 1e-4  # relative: goodputs this close rank as equal (open loop: then latency decides)
@@ -64,7 +66,26 @@ def _run(entry: Entry, load: Load) -> tuple[Run, Summary]:
     return run, summarise(run, entry.role)
 
 
-def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None) -> list[Entry]:
+def adaptive_configs(setup: Setup) -> list[Entry]:
+    """Adaptive's references: the engine's config rendered at crossovers around the one SpecServe renders (and
+    at a spread of them when the curves cross nowhere), each all day. The best of them is what a fixed adaptive
+    config could achieve: the upper bound (the better curve at every batch) is not, since drafting off runs at
+    the profile's adaptive_off_efficiency of the baseline, below a plain baseline engine."""
+    c = setup.crossover
+    points = [c * f for f in ADAPTIVE_FACTORS] if c is not None else list(ADAPTIVE_NO_CROSSOVER)
+    out, seen = [], set()
+    for x in points:
+        table = adaptive_table(x, setup.num_steps)
+        key = tuple(sorted((k, tuple(v)) for k, v in table.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Entry("config", replace(setup, adaptive_table=table),
+                         Static(f"adaptive config at {x:.1f}", Mode.SPECULATIVE)))  # fmt: skip
+    return out
+
+
+def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, configs: bool = False) -> list[Entry]:
     # Static modes of Adaptive run as plain engines (one pool), as in a Restart setup that never restarts.
     plain = replace(setup, strategy=Strategy.RESTART) if setup.strategy is Strategy.ADAPTIVE else setup
     out = [
@@ -89,7 +110,18 @@ def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None) -
         out.append(Entry("plan", setup, replace(split_optimum(setup, load), name="offline plan (replayed)")))
     elif setup.strategy is Strategy.RESTART:
         out.append(Entry("plan", setup, replace(restart_optimum(setup, load), name="offline plan (replayed)")))
+    elif setup.strategy is Strategy.ADAPTIVE and configs:
+        out += adaptive_configs(setup)
     return out
+
+
+def best_config(summaries: list[Summary]) -> list[Summary]:
+    """Adaptive: the best of the reference configs becomes the plan's row (what a fixed config achieves)."""
+    configs = [s for s in summaries if s.role == "config"]
+    if not configs:
+        return summaries
+    top = max(configs, key=lambda s: s.goodput_tokens)
+    return [replace(s, role="plan", name=f"best fixed {s.name}") if s is top else s for s in summaries]
 
 
 def run_all(items: Sequence[Entry], load: Load, jobs: int) -> list[tuple[Run, Summary]]:
@@ -104,15 +136,19 @@ def rank_key(s: Summary, top_goodput: float) -> tuple[float, float, float]:
     then p99 TTFT."""
     tied = s.goodput_tokens >= top_goodput * (1 - GOODPUT_TIE)
     inf = float("inf")
-    return (0.0 if tied else -s.goodput_tokens, s.tpot_token_mean if s.tpot_token_mean is not None else inf,
+    # the tied rank as the top itself (0 would rank them below every untied row, whose key is -goodput < 0)
+    return (-top_goodput if tied else -s.goodput_tokens, s.tpot_token_mean if s.tpot_token_mean is not None else inf,
             s.ttft_p99 if s.ttft_p99 is not None else inf)  # fmt: skip
 
 
-def compare(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, jobs: int = 1) -> Comparison:
-    items = entries(setup, load, knobs, curves)
+def compare(
+    setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, jobs: int = 1, configs: bool = False
+) -> Comparison:
+    """`configs`: Adaptive also runs fixed configs around the crossover, the best of them as the plan's row."""
+    items = entries(setup, load, knobs, curves, configs)
     done = run_all(items, load, jobs)
     runs = [run for run, _ in done]
-    summaries = [summary for _, summary in done]
+    summaries = best_config([summary for _, summary in done])
     static = [s for s in summaries if s.role in STATIC_ROLES]
     notes: list[str] = []
     if load.closed_loop:

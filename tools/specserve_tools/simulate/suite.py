@@ -66,6 +66,8 @@ SUITE_HOURS = 2.0  # one TrafficSplit case's day, compressed
 RESTART_HOURS = 6.0  # a Restart or Adaptive case's: a restart costs up to 15 min, a day must leave room to pay it back
 DT = 5.0  # simulation step (s): a third of the default evaluation interval
 STEP = 60.0  # a closed-loop day changes its clients once a minute
+MIN_TPOT = 0.001  # s/token: the least spec.switching.tpotSloSeconds accepts
+STRADDLE_SHARE = 0.75  # Restart cases with a crossover whose day straddles it (draw_case)
 EASY = 0.01  # the plan gains less than this share of the tokens over the best static: reported apart
 BELOW_STATIC = 0.005  # a policy this far below the best static (share of its tokens) fails the floor
 STRATEGIES = ("TrafficSplit", "Restart", "Adaptive")
@@ -101,6 +103,7 @@ class Case:
     seconds: float = 0.0  # how long the case took
     plan_gain: float | None = None  # the plan's (Adaptive: the bound's) goodput over the best static, share of it
     policies: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    error: str | None = None  # the case failed (a long run keeps the others); reported, never scored
 
 
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:
@@ -270,6 +273,9 @@ def draw_case(seed: int, index: int, straddle: bool = False) -> tuple[Case, Prof
     reference = drawn.crossover if drawn.crossover is not None else drawn.baseline.xs[len(drawn.baseline.xs) // 2]
     peak = max(1.0, reference * total * _log_uniform(rng, 0.3, 4.0))
     below = None
+    # Restart: most days with a crossover straddle it (on the general draws 19 of 20 Restart cases had nothing to
+    # gain); TrafficSplit and Adaptive cases draw nothing more here, so they are the same cases as before
+    straddle = straddle or (strategy == "Restart" and drawn.crossover is not None and rng.random() < STRADDLE_SHARE)
     if straddle and drawn.crossover is not None:
         peak = max(1.0, drawn.crossover * total * rng.uniform(1.3, 4.0))
         below = 0.8 * drawn.crossover * total
@@ -292,10 +298,7 @@ def draw_case(seed: int, index: int, straddle: bool = False) -> tuple[Case, Prof
     spec["pools"] = {"speculative": {"replicas": replicas[0]}}
     if strategy == "TrafficSplit":
         spec["pools"]["baseline"] = {"replicas": replicas[1]}
-    # the mode a user would start in: the better one at the day's first load (the static policies start in
-    # theirs for free; a policy started in the worse mode would pay a restart the best static does not)
-    first = max(levels[0], 1e-3) / (replicas[0] + replicas[1])
-    initial = "Speculative" if drawn.speculative.at(first) >= drawn.baseline.at(first) else "Baseline"
+    initial = initial_mode(strategy, drawn, levels[0] / total)
     switching: dict[str, Any] = {"maxRestartsPerDay": budget, "initialMode": initial}
     if modelled:
         assert drawn.crossover is not None
@@ -308,14 +311,38 @@ def draw_case(seed: int, index: int, straddle: bool = False) -> tuple[Case, Prof
     spec["switching"] = switching
     # the clients' TPOT goal: 1.5-5x one request's time per token on the baseline (a goal the hardware meets at
     # light load and misses at heavy load, whatever its speed)
-    tpot = rng.uniform(1.5, 5.0) / max(drawn.baseline.at(1.0), 1e-6)
-    switching["tpotSloSeconds"] = round(min(60.0, tpot), 5)
+    tpot = tpot_goal(rng, drawn, peak / total if straddle and drawn.crossover is not None else None)
+    switching["tpotSloSeconds"] = round(tpot, 5)
     case = Case(
         index=index, tpot_slo=round(tpot, 5), strategy=strategy, family=drawn.family, day=kind,
         crossover=drawn.crossover, modelled=modelled, replicas=replicas, startup_seconds=round(startup, 1),
         budget=budget, seed_like=drawn.family == "never" or (drawn.crossover is None and _never(drawn)),
     )  # fmt: skip
     return case, profile, doc, load
+
+
+def initial_mode(strategy: str, drawn: Drawn, first: float) -> str:
+    """The mode a user would start in: the better one at the day's first load per replica (the static policies
+    start in theirs for free; a policy started in the worse mode would pay a restart the best static does not).
+    Adaptive: Speculative, the adaptive engine itself (Baseline would be a plain engine all day)."""
+    if strategy == "Adaptive":
+        return "Speculative"
+    x = max(first, 1e-3)
+    return "Speculative" if drawn.speculative.at(x) >= drawn.baseline.at(x) else "Baseline"
+
+
+def tpot_goal(rng: random.Random, drawn: Drawn, straddled_peak: float | None) -> float:
+    """The clients' TPOT goal (s/token): 1.5-5x one request's time per token on the baseline (met at light load,
+    missed at heavy load, whatever the hardware's speed). A straddling day's (`straddled_peak`: its peak per
+    replica) is met by both modes at the peak (1.1-1.5x the slower one's time per token there): the modes then
+    differ in goodput as in tokens/s, and a switch has something to win. Within the field's range (1 ms - 60 s):
+    the fastest drawn streams (rates x3 of a fast shape) would ask for less than a millisecond per token."""
+    tpot = rng.uniform(1.5, 5.0) / max(drawn.baseline.at(1.0), 1e-6)
+    if straddled_peak is not None:
+        x = straddled_peak
+        slowest = max(x / max(drawn.speculative.at(x), 1e-9), x / max(drawn.baseline.at(x), 1e-9))
+        tpot = max(tpot, rng.uniform(1.1, 1.5) * slowest)
+    return min(60.0, max(MIN_TPOT, tpot))
 
 
 def _never(drawn: Drawn) -> bool:
@@ -328,7 +355,7 @@ def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load) -> Case
     started = time.monotonic()
     slo = Slo(ttft=DEFAULT_SLO_TTFT, tpot=case.tpot_slo)
     sc = scenario(parse_object(doc), profile, slo, dt=DT)
-    result = compare(sc.setup, load, sc.knobs, sc.curves)
+    result = compare(sc.setup, load, sc.knobs, sc.curves, configs=True)
     rows = {s.role: s for s in result.summaries}
     best = next(s for s in result.summaries if s.name == result.best_static)
     bound = result.bound
@@ -340,7 +367,7 @@ def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load) -> Case
     hours = load.steps * load.dt / 3600.0
     naive = rows.get("naive")
     for role, s in rows.items():
-        if role in ("speculative", "baseline", "fixed"):
+        if role in ("speculative", "baseline", "fixed", "config"):
             continue
         captured = (s.goodput_tokens - best.goodput_tokens) / (reference.goodput_tokens - best.goodput_tokens) if (
             reference.goodput_tokens - best.goodput_tokens > 1e-9 * base) else None  # fmt: skip
@@ -366,7 +393,11 @@ def run_case(args: tuple[int, int] | tuple[int, int, float | None] | tuple[int, 
     case, profile, doc, load = draw_case(seed, index, straddle)
     if cost is not None:
         doc["spec"]["switching"]["weightChangeCost"] = cost
-    return score(case, profile, doc, load)
+    try:
+        return score(case, profile, doc, load)
+    except Exception as exc:  # one bad case must not lose a run of hundreds: it is reported apart
+        case.error = f"{type(exc).__name__}: {exc}"
+        return case
 
 
 def run_suite(
@@ -472,6 +503,15 @@ def markdown(rows: Sequence[Row], cases: Sequence[Case], seed: int) -> str:
     return "\n".join(lines)
 
 
+def load_cases(path: Path) -> list[Case]:
+    """The cases a --json file kept (a run split in parts is reported whole with --merge)."""
+    out = []
+    for raw in json.loads(path.read_text()):
+        raw["replicas"] = tuple(raw["replicas"])
+        out.append(Case(**raw))
+    return sorted(out, key=lambda c: c.index)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specserve-suite", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=12)
@@ -482,14 +522,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategy", choices=STRATEGIES, help="only the cases of this strategy")
     parser.add_argument("--weight-change-cost", type=float, help="TrafficSplit: score under this weightChangeCost")
     parser.add_argument("--straddle", action="store_true", help="days that cross the crossover (draw_case)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="report the cases of these --json files instead")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    cases = run_suite(
-        args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost, args.straddle
-    )
+    if args.merge:
+        cases = [c for f in args.merge for c in load_cases(Path(f))]
+    else:
+        cases = run_suite(
+            args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost, args.straddle
+        )
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(c) for c in cases], indent=1))
     print(markdown(table(cases), cases, args.seed))
+    for c in cases:
+        if c.error is not None:
+            print(f"case {c.index} failed: {c.error}")
     print(f"\n{len(cases)} cases in {time.monotonic() - started:.0f} s with {args.jobs} worker(s)")
     return 0
 
