@@ -10,10 +10,11 @@ from dataclasses import replace
 import pytest
 
 from specserve.api.models import Mode, Strategy
+from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.restart import DAY, SURGE_FLOOR, over_slo, pool_rate, switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState
-from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample
+from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample, specserve
 
 CURVES = profile_curves(ILLUSTRATIVE)  # crossover at 64 per replica
 
@@ -152,3 +153,15 @@ def test_a_roll_that_puts_the_pool_over_the_tpot_slo_costs_all_it_serves() -> No
     assert strict == pytest.approx(60.0 * 2 * pool_rate(CURVES, Mode.SPECULATIVE, demand, 2)) and strict > plain
     loose = switch_cost(CURVES, Mode.SPECULATIVE, demand, 2, 60.0, 0, one * 2)  # one pod meets it too
     assert loose == pytest.approx(plain)
+
+
+def test_a_declared_surge_reaches_the_restart_cost() -> None:
+    """spec.pools.speculative.maxSurge discounts Restart's cost (pods start before old ones stop): the operator's
+    knobs carry it into the cost (they always carried 0: found on the H200, issue 26, where one pod with maxSurge 1
+    was priced at its full start-up)."""
+    plain = specserve(Strategy.RESTART)
+    surging = specserve(Strategy.RESTART, pools={"speculative": {"replicas": 1, "maxSurge": 1}})
+    assert knobs_from_spec(plain).max_surge == 0 and knobs_from_spec(surging).max_surge == 1
+    full = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 1, 60.0, knobs_from_spec(plain).max_surge)
+    cheap = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 1, 60.0, knobs_from_spec(surging).max_surge)
+    assert cheap == pytest.approx(full * SURGE_FLOOR)

@@ -56,4 +56,6 @@ def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_s
         adaptive_explicit=spec.speculative.adaptive_config is not None,
         tpot_slo=tpot_slo if tpot_slo is not None else switching.tpot_slo_seconds,
         weight_change_cost=switching.weight_change_cost,
+        # Restart rolls its one pool (pools.speculative): pods that start before old ones stop discount the cost.
+        max_surge=spec.pools.speculative.max_surge if spec.strategy is Strategy.RESTART else 0,
     )
