@@ -443,6 +443,10 @@ async def measure_cluster(args: argparse.Namespace) -> int:
     if isinstance(assets, str):
         print(f"no real control plane: {assets}")
         return 2
+    # SIGTERM cancels the run: the control plane's processes are stopped on the way out, not orphaned.
+    this = asyncio.current_task()
+    assert this is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, this.cancel)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="scale-cluster-"))
     workdir.mkdir(parents=True, exist_ok=True)
     plane = ControlPlane(assets, workdir)
@@ -466,6 +470,39 @@ async def measure_cluster(args: argparse.Namespace) -> int:
         print(f"control plane logs and audit log: {workdir}")
 
 
+def _bodies(count: int) -> list[dict[str, Any]]:
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    bodies = []
+    for i in range(count):
+        body = copy.deepcopy(doc)
+        body["metadata"] = {"name": f"kimi-{i:04d}", "namespace": NS}
+        body["spec"]["routing"]["hostnames"] = [f"kimi-{i:04d}.llm.example.com"]
+        bodies.append(body)
+    return bodies
+
+
+async def _converge_cluster(args: argparse.Namespace, plane: Any, proc: Any, specserves: Any, audit: _Audit,
+                            start: float) -> tuple[float | None, float | None]:  # fmt: skip
+    """Seconds from the operator's start until every SpecServe is observed, and until every one is Ready."""
+    t_observed = None
+    while time.monotonic() - start < args.timeout:
+        items = list(specserves.items.values())
+        n_observed, n_ready = sum(map(observed, items)), sum(map(ready, items))
+        now = time.monotonic() - start
+        if t_observed is None and n_observed == args.count:
+            t_observed = now
+        if n_ready == args.count:
+            return t_observed, now
+        if proc.poll() is not None:
+            print(f"the operator exited ({proc.returncode}):\n{plane.log_tail('operator-operator-0')}")
+            break
+        if args.verbose:
+            print(f"{now:7.1f} s  observed {n_observed:4d}  ready {n_ready:4d}  operator requests {audit.read()}",
+                  flush=True)  # fmt: skip
+        await asyncio.sleep(1.0)
+    return t_observed, None
+
+
 async def _figures_cluster(args: argparse.Namespace, plane: Any, admin: Any, harness: Any, audit: _Audit,
                            load: _LoadAverage) -> int:  # fmt: skip
     gateway = harness.Gateway(admin, NS)
@@ -473,14 +510,7 @@ async def _figures_cluster(args: argparse.Namespace, plane: Any, admin: Any, har
     deployments = harness.Cache(admin, harness.DEPLOYMENTS, NS)
     caches = [asyncio.create_task(c.run()) for c in (gateway.cache, specserves, deployments)]
     try:
-        doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-        bodies = []
-        for i in range(args.count):
-            body = copy.deepcopy(doc)
-            body["metadata"] = {"name": f"kimi-{i:04d}", "namespace": NS}
-            body["spec"]["routing"]["hostnames"] = [f"kimi-{i:04d}.llm.example.com"]
-            bodies.append(body)
-        await harness.create_all(admin, harness.SPECSERVES, NS, bodies)
+        await harness.create_all(admin, harness.SPECSERVES, NS, _bodies(args.count))
         requests0 = await _apiserver_requests(admin)
         start = time.monotonic()
         proc = plane.run_operator(
@@ -490,23 +520,9 @@ async def _figures_cluster(args: argparse.Namespace, plane: Any, admin: Any, har
         )  # fmt: skip
         pids = {name: p.pid for name, p in plane.procs.items() if not name.startswith("operator-")}
         plane_cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        t_observed = t_ready = None
-        while time.monotonic() - start < args.timeout:
-            items = list(specserves.items.values())
-            n_observed, n_ready = sum(map(observed, items)), sum(map(ready, items))
-            now = time.monotonic() - start
-            if t_observed is None and n_observed == args.count:
-                t_observed = now
-            if n_ready == args.count:
-                t_ready = now
-                break
-            if proc.poll() is not None:
-                print(f"the operator exited ({proc.returncode}):\n{plane.log_tail('operator-operator-0')}")
-                return 1
-            if args.verbose:
-                print(f"{now:7.1f} s  observed {n_observed:4d}  ready {n_ready:4d}  operator requests {audit.read()}",
-                      flush=True)  # fmt: skip
-            await asyncio.sleep(1.0)
+        t_observed, t_ready = await _converge_cluster(args, plane, proc, specserves, audit, start)
+        if proc.poll() is not None:
+            return 1
         startup_cpu = cpu_seconds(proc.pid)
         plane_cpu = {name: cpu_seconds(pid) - plane_cpu0[name] for name, pid in pids.items()}
         audit.read()

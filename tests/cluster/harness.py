@@ -104,6 +104,7 @@ class Cache:
         self.items: dict[str, JSON] = {}
         self.synced = asyncio.Event()
         self.relists = 0
+        self.errors = 0
 
     def get(self, name: str) -> JSON | None:
         return self.items.get(name)
@@ -120,28 +121,40 @@ class Cache:
                 await self._watch(listed["metadata"]["resourceVersion"])
             except asyncio.CancelledError:
                 raise
-            except (aiohttp.ClientError, ApiError, OSError, TimeoutError, ValueError):
-                await asyncio.sleep(0.5)  # the API server restarting, or a 410: relist
+            except Exception as exc:  # the API server restarting, a 410, a broken stream: relist
+                self.errors += 1
+                if self.errors <= 3:
+                    print(f"cache {self.path}: {type(exc).__name__}: {exc}; relisting", flush=True)
+                await asyncio.sleep(0.5)
 
     async def _watch(self, version: str) -> None:
         params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": "240"}
         async with self.admin.session.get(self.admin.server + self.path, params=params) as resp:
             if resp.status != 200:
                 raise ApiError(resp.status, await resp.text())
-            async for line in resp.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                obj = event["object"]
-                if event["type"] == "ERROR":
-                    raise ApiError(int(obj.get("code") or 500), str(obj.get("message")))
-                name = obj["metadata"]["name"]
-                if event["type"] == "DELETED":
-                    self.items.pop(name, None)
-                elif event["type"] in ("ADDED", "MODIFIED"):
-                    self.items[name] = obj
-                    await self._changed(obj)
+            # Split the stream on newlines here: aiohttp's line reader refuses lines over 64 KiB (an object with
+            # its managedFields can be longer).
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        await self._event(json.loads(line))
             # timeoutSeconds ended the watch: relist (cheap at these sizes, and it cannot miss a change)
+
+    async def _event(self, event: JSON) -> None:
+        obj = event["object"]
+        if event["type"] == "BOOKMARK":  # only a resourceVersion: nothing changed
+            return
+        if event["type"] == "ERROR":
+            raise ApiError(int(obj.get("code") or 500), str(obj.get("message")))
+        name = obj["metadata"]["name"]
+        if event["type"] == "DELETED":
+            self.items.pop(name, None)
+        elif event["type"] in ("ADDED", "MODIFIED"):
+            self.items[name] = obj
+            await self._changed(obj)
 
     async def _changed(self, obj: JSON) -> None:
         if self.on_change is not None:
