@@ -293,7 +293,12 @@ class Operators:
     """Replicas of `specserve run --leader-elect` against the fake; a leader change kills the leader."""
 
     def __init__(
-        self, workdir: Path, kubeconfig: Path, prometheus_url: str | None, resync: float, lease: float,
+        self,
+        workdir: Path,
+        kubeconfig: Path,
+        prometheus_url: str | None,
+        resync: float,
+        lease: float,
         lease_namespace: str = NS,
     ) -> None:
         self.workdir, self.kubeconfig, self.lease_namespace = workdir, kubeconfig, lease_namespace
@@ -1087,8 +1092,12 @@ class ClusterChaos(Chaos):
         if self.world.deployment(pool) is None:
             return None
         patch = {"spec": {"replicas": self.rng.randint(2, 4)}}
-        self._spawn(f"hpa {pool}", self.admin.merge_patch(self.harness.DEPLOYMENTS, NS, pool, patch,
-                                                          params={"fieldManager": "horizontal-pod-autoscaler"}))
+        self._spawn(
+            f"hpa {pool}",
+            self.admin.merge_patch(
+                self.harness.DEPLOYMENTS, NS, pool, patch, params={"fieldManager": "horizontal-pod-autoscaler"}
+            ),
+        )
         return lambda: None
 
 
@@ -1142,8 +1151,19 @@ async def soak_cluster(args: argparse.Namespace) -> JSON:
 
                 extra = {"control_plane": "kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok",
                          "faults_needing_the_fake": [k for k in FAULTS if k not in CLUSTER_FAULTS]}  # fmt: skip
-                return await _soak(args, rng, workdir, names, world, Operators.make(kubeconfig, OPERATOR_NS), create,
-                                   lambda: list(caches[HTTPROUTES].items.values()), chaos, CLUSTER_FAULTS, extra)
+                return await _soak(
+                    args,
+                    rng,
+                    workdir,
+                    names,
+                    world,
+                    Operators.make(kubeconfig, OPERATOR_NS),
+                    create,
+                    lambda: list(caches[HTTPROUTES].items.values()),
+                    chaos,
+                    CLUSTER_FAULTS,
+                    extra,
+                )
             finally:
                 for task in tasks:
                     task.cancel()

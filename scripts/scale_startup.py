@@ -531,16 +531,21 @@ async def _figures_cluster(args: argparse.Namespace, plane: Any, admin: Any, har
         print(f"SpecServes: {args.count} on a real control plane (kube-apiserver, etcd, controller-manager, "
               f"scheduler, kwok); max concurrent reconciles: {args.max_concurrent_reconciles}")  # fmt: skip
         print(f"all observedGeneration == generation after: {_fmt(t_observed)} s")
-        print(f"all Ready=True after: {_fmt(t_ready)} s (CPU by then: operator {startup_cpu:.1f} s; control plane "
-              + ", ".join(f"{n} {c:.0f} s" for n, c in plane_cpu.items()) + ")")
+        print(
+            f"all Ready=True after: {_fmt(t_ready)} s (CPU by then: operator {startup_cpu:.1f} s; control plane "
+            + ", ".join(f"{n} {c:.0f} s" for n, c in plane_cpu.items())
+            + ")"
+        )
         print(f"operator API requests during start-up (audit log): {len(startup_requests)}: "
               f"{audit.summary(startup_requests)}")  # fmt: skip
         print(f"API server requests from every client during start-up (apiserver_request_total): {all_requests}")
         print(f"load average during start-up: {load.summary()}")
         if t_ready is None:
             waiting = [o for o in specserves.items.values() if not ready(o)]
-            print(f"did not converge within {args.timeout} s; {len(waiting)} not Ready, e.g. "
-                  f"{waiting[0]['metadata']['name']}: {(waiting[0].get('status') or {}).get('conditions')}")
+            print(
+                f"did not converge within {args.timeout} s; {len(waiting)} not Ready, e.g. "
+                f"{waiting[0]['metadata']['name']}: {(waiting[0].get('status') or {}).get('conditions')}"
+            )
             return 1
         await asyncio.sleep(args.resync_seconds * args.settle_rounds)
         cpu0, n0 = cpu_seconds(proc.pid), audit.read()
@@ -557,9 +562,11 @@ async def _figures_cluster(args: argparse.Namespace, plane: Any, admin: Any, har
             print(f"failovers during the rounds: {len(latencies)} of {args.failovers}; route off the dead pool after "
                   f"(s): p50 {_pct(latencies, 50):.2f}, p99 {_pct(latencies, 99):.2f}, max {max(latencies):.2f}"
                   if latencies else "failovers: none timed")  # fmt: skip
-        print(f"steady state over {args.rounds} resync rounds of {args.resync_seconds:g} s: "
-              f"operator CPU {cpu:.2f} s/round ({cpu / args.count * 1000:.1f} ms per SpecServe), "
-              f"{len(window) / args.rounds:.0f} requests/round, {len(writes) / args.rounds:.1f} writes/round")
+        print(
+            f"steady state over {args.rounds} resync rounds of {args.resync_seconds:g} s: "
+            f"operator CPU {cpu:.2f} s/round ({cpu / args.count * 1000:.1f} ms per SpecServe), "
+            f"{len(window) / args.rounds:.0f} requests/round, {len(writes) / args.rounds:.1f} writes/round"
+        )
         if window:
             print(f"  requests: {audit.summary(window)}")
         mem = memory_mib(proc.pid)

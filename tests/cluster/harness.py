@@ -216,8 +216,9 @@ def add_gpu_capacity(plane: ControlPlane, pods: int, product: str = GPU_PRODUCTS
     for i in range(count):
         doc = node(f"bulk-{product[-8:].lower()}-{i}", product, gpus=GPUS_PER_POD * PODS_PER_NODE)
         # and the CPU and memory of the examples' largest pod (32 CPU, 512Gi) times the pods
-        doc["status"]["capacity"].update({"cpu": str(32 * PODS_PER_NODE), "memory": f"{512 * PODS_PER_NODE}Gi",
-                                          "pods": str(PODS_PER_NODE)})
+        doc["status"]["capacity"].update(
+            {"cpu": str(32 * PODS_PER_NODE), "memory": f"{512 * PODS_PER_NODE}Gi", "pods": str(PODS_PER_NODE)}
+        )
         doc["status"]["allocatable"] = doc["status"]["capacity"]
         plane.add_node(doc)
     return count
