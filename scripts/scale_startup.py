@@ -595,13 +595,22 @@ async def _failovers_cluster(args: argparse.Namespace, admin: Any, harness: Any,
     latencies: list[float] = []
     queue = list(zip(moments, names, strict=True))
 
-    async def take_pods(selector: str) -> None:
+    tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(coro: Any) -> None:  # API calls off the timing loop: it only reads the watch caches
+        task = asyncio.ensure_future(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def take_pods(name: str, pool: str, selector: str) -> None:
+        """Mark every pod of the pool; the failover is timed from when the last mark was accepted."""
         pods = await admin.request("GET", harness.PODS.format(ns=NS), params={"labelSelector": selector})
         for pod in pods.get("items") or []:
             await admin.merge_patch(harness.PODS, NS, pod["metadata"]["name"],
                                     {"metadata": {"annotations": {FAIL_ANNOTATION: "true"}}})  # fmt: skip
+        pending[name] = (pool, selector, time.monotonic())
 
-    while queue or pending:
+    while queue or pending or tasks:
         now = time.monotonic()
         while queue and now - began >= queue[0][0]:
             _, name = queue.pop(0)
@@ -610,18 +619,16 @@ async def _failovers_cluster(args: argparse.Namespace, admin: Any, harness: Any,
             if dep is None:
                 continue
             labels = dep["spec"]["selector"]["matchLabels"]
-            selector = ",".join(f"{k}={v}" for k, v in labels.items())
-            pending[name] = (serving[0], selector, time.monotonic())
-            await take_pods(selector)
+            spawn(take_pods(name, serving[0], ",".join(f"{k}={v}" for k, v in labels.items())))
         for name, (pool, selector, lost) in list(pending.items()):
             if (harness.weights(routes.get(name)) or {}).get(pool, 1) == 0:
                 latencies.append(time.monotonic() - lost)
                 del pending[name]
-                await admin.delete_pods(NS, selector)  # the ReplicaSet replaces them; kwok makes them Ready
+                spawn(admin.delete_pods(NS, selector))  # the ReplicaSet replaces them; kwok makes them Ready
             elif time.monotonic() - lost > 120:
                 print(f"  {name}: no failover within 120 s")
                 del pending[name]
-                await admin.delete_pods(NS, selector)
+                spawn(admin.delete_pods(NS, selector))
         await asyncio.sleep(0.02)
     rest = window - (time.monotonic() - began)
     if rest > 0:
