@@ -801,7 +801,11 @@ class Chaos:
                 self.decisions_during_hostile += 1
             self.decisions[name] = decided
             since = self.hostile_since.get(name)
-            if since is None or now - since < 3 * interval + self.checker.bound:
+            # As for dead weight: nothing evaluates while no replica leads, and a new leader's switching loop starts
+            # its three evaluations afresh, so the bound counts from the takeover when one came in between.
+            if since is None or self.checker.leaderless:
+                continue
+            if now - max(since, self.checker.leader_since) < 3 * interval + self.checker.bound:
                 continue
             cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
             # While Prometheus is down or the pool's series are partial, those name the unknown load instead.
