@@ -197,6 +197,8 @@ class Gateway:
         except (aiohttp.ClientError, ApiError, OSError, TimeoutError) as exc:
             if not isinstance(exc, ApiError) or exc.status != 404:
                 print(f"gateway: accepting {name} generation {generation}: {exc}", flush=True)
+        except RuntimeError:  # the session closed under a pending acceptance: the run is over
+            pass
         finally:
             self._pending.discard(key)
 
