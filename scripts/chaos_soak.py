@@ -384,6 +384,9 @@ class Episode:
     reported: bool = False
     injected: bool = False  # started by a pods-lost fault on the weighted pool (a failover to time)
     leader_change: bool = False  # a leader change overlapped it (its failover waited for the new leader)
+    # When the fault was injected, for the failover's time (on the real control plane, before `since`: the bound
+    # counts from the pool seen without a Ready replica, the failover's time from the pods' loss)
+    injected_at: float | None = None
 
 
 @dataclass
@@ -473,8 +476,8 @@ class Checker:
             bad = weights.get(pool, 0) > 0 and not ready.get(pool) and others_ready
             episode = self.dead.get(pool)
             if bad and episode is None:
-                since = self.expected.pop(pool, None)
-                self.dead[pool] = Episode(now if since is None else since, injected=since is not None)
+                injected_at = self.expected.pop(pool, None)
+                self.dead[pool] = Episode(now, injected=injected_at is not None, injected_at=injected_at)
             elif bad and episode is not None and self._late(episode, now):
                 episode.reported = True
                 self.report(now, name, "dead-weight", f"{weights.get(pool)}% on {pool} (0 Ready) for more than "
@@ -483,7 +486,7 @@ class Checker:
                 del self.dead[pool]
                 if weights.get(pool, 0) == 0 and episode.injected:
                     timed = self.failovers_across_leader_change if episode.leader_change else self.failovers
-                    timed.append(now - episode.since)
+                    timed.append(now - (episode.since if episode.injected_at is None else episode.injected_at))
                 elif episode.injected:
                     self.recovered_before_failover += 1
 
@@ -605,6 +608,9 @@ class Chaos:
         self.second: tuple[str, subprocess.Popen[bytes], int, float] | None = None  # identity, process, port, since
         self.second_checked = 0.0
         self.refused_seen: set[float] = set()  # second operators (by start) seen refusing: metric 1, logged
+
+    async def drain(self) -> None:
+        """Until every fault's write has landed (none here: the fake's are synchronous)."""
 
     def busy(self, target: str) -> bool:
         return any(a.target == target for a in self.active)
@@ -949,6 +955,7 @@ async def _soak(args: argparse.Namespace, rng: random.Random, workdir: Path, nam
               "start-up: not every SpecServe converged; faults start anyway", flush=True)  # fmt: skip
         await _chaos_phase(args, rng, checker, chaos, exposition, operators)
         chaos.expire(time.monotonic(), everything=True)
+        await chaos.drain()
         settle = await _settle(checker, names, args.settle, operators, sample=True)
         report["convergence_seconds"] = settle
         if settle is None:
@@ -1003,6 +1010,11 @@ class ClusterChaos(Chaos):
         super().__init__(cast(FakeApiServer, None), world, checker, exposition, prometheus, operators, rng, kinds)
         self.admin, self.harness, self.fail_annotation = admin, harness, fail_annotation
         self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def drain(self) -> None:
+        """Until the undo writes sent as tasks have landed (convergence is measured from there)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
     def _spawn(self, what: str, coro: Any) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
