@@ -72,7 +72,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp.web
 import yaml
@@ -163,6 +163,8 @@ class World:
         dep = self.pool(name)
         if dep is None:
             return False
+        if dep["metadata"].get("generation") == 1:
+            return False  # its first spec: a pool being created has no pods to replace (not a roll)
         status = dep.get("status") or {}
         replicas = int((dep.get("spec") or {}).get("replicas", 1))
         behind = status.get("observedGeneration") != dep["metadata"].get("generation")
@@ -291,23 +293,36 @@ class Operators:
     """Replicas of `specserve run --leader-elect` against the fake; a leader change kills the leader."""
 
     def __init__(
-        self, workdir: Path, kubeconfig: Path, prometheus_url: str | None, resync: float, lease: float
+        self,
+        workdir: Path,
+        kubeconfig: Path,
+        prometheus_url: str | None,
+        resync: float,
+        lease: float,
+        lease_namespace: str = NS,
     ) -> None:
-        self.workdir, self.kubeconfig = workdir, kubeconfig
+        self.workdir, self.kubeconfig, self.lease_namespace = workdir, kubeconfig, lease_namespace
         self.prometheus_url, self.resync, self.lease = prometheus_url, resync, lease
         self.replicas: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
+
+    @classmethod
+    def make(cls, kubeconfig: Path, lease_namespace: str) -> Callable[[Path, str | None, float, float], Operators]:
+        def make(workdir: Path, prometheus_url: str | None, resync: float, lease: float) -> Operators:
+            return cls(workdir, kubeconfig, prometheus_url, resync, lease, lease_namespace)
+
+        return make
 
     def start_one(self) -> str:
         self.started += 1
         identity = f"operator-{self.started}"
         args = ["run", "-n", NS, "--resync-seconds", f"{self.resync:g}", "--leader-elect",
-                "--leader-election-namespace", NS, "--lease-seconds", f"{self.lease:g}",
+                "--leader-election-namespace", self.lease_namespace, "--lease-seconds", f"{self.lease:g}",
                 "--api-timeout-seconds", "5", "--log-level", "warning"]  # fmt: skip
         if self.prometheus_url:
             args += ["--prometheus-url", self.prometheus_url]
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": identity, "POD_NAMESPACE": NS,
-               "PYTHONPATH": str(ROOT / "operator")}  # fmt: skip
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": identity,
+               "POD_NAMESPACE": self.lease_namespace, "PYTHONPATH": str(ROOT / "operator")}  # fmt: skip
         log = (self.workdir / f"{identity}.log").open("wb")
         code = "import sys; from specserve.cli import main; sys.exit(main())"
         self.replicas[identity] = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=log,
@@ -319,9 +334,9 @@ class Operators:
         self.started += 1
         identity = f"laptop-{self.started}"
         port = _free_port()
-        args = ["run", "-n", NS, "--resync-seconds", f"{self.resync:g}", "--leader-election-namespace", NS,
-                "--lease-seconds", f"{self.lease:g}", "--metrics-port", str(port), "--api-timeout-seconds", "5",
-                "--log-level", "warning"]  # fmt: skip
+        args = ["run", "-n", NS, "--resync-seconds", f"{self.resync:g}",
+                "--leader-election-namespace", self.lease_namespace, "--lease-seconds", f"{self.lease:g}",
+                "--metrics-port", str(port), "--api-timeout-seconds", "5", "--log-level", "warning"]  # fmt: skip
         if self.prometheus_url:
             args += ["--prometheus-url", self.prometheus_url]
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": identity,
@@ -369,6 +384,9 @@ class Episode:
     reported: bool = False
     injected: bool = False  # started by a pods-lost fault on the weighted pool (a failover to time)
     leader_change: bool = False  # a leader change overlapped it (its failover waited for the new leader)
+    # When the fault was injected, for the failover's time (on the real control plane, before `since`: the bound
+    # counts from the pool seen without a Ready replica, the failover's time from the pods' loss)
+    injected_at: float | None = None
 
 
 @dataclass
@@ -387,6 +405,9 @@ class Checker:
     stuck: dict[str, Episode] = field(default_factory=dict)  # deployment -> stalled roll seen since
     last_ready: dict[str, int | None] = field(default_factory=dict)
     stalled: dict[str, str] = field(default_factory=dict)  # deployment -> the pod state of its stall
+    # deployment -> when its pods were taken, until the sampler sees its readiness drop (on the real control plane
+    # the ReplicaSet and Deployment controllers report it a moment after kwok turns the pods NotReady)
+    expected: dict[str, float] = field(default_factory=dict)
     context: Callable[[], str] = lambda: ""  # the faults active now, for the report
     # Leader changes: nothing reacts between a kill and the takeover (a SIGKILLed leader's Lease must expire), so
     # the reaction bound counts from the takeover for an episode that overlaps one; the takeover times are their
@@ -455,7 +476,8 @@ class Checker:
             bad = weights.get(pool, 0) > 0 and not ready.get(pool) and others_ready
             episode = self.dead.get(pool)
             if bad and episode is None:
-                self.dead[pool] = Episode(now)
+                injected_at = self.expected.pop(pool, None)
+                self.dead[pool] = Episode(now, injected=injected_at is not None, injected_at=injected_at)
             elif bad and episode is not None and self._late(episode, now):
                 episode.reported = True
                 self.report(now, name, "dead-weight", f"{weights.get(pool)}% on {pool} (0 Ready) for more than "
@@ -464,7 +486,7 @@ class Checker:
                 del self.dead[pool]
                 if weights.get(pool, 0) == 0 and episode.injected:
                     timed = self.failovers_across_leader_change if episode.leader_change else self.failovers
-                    timed.append(now - episode.since)
+                    timed.append(now - (episode.since if episode.injected_at is None else episode.injected_at))
                 elif episode.injected:
                     self.recovered_before_failover += 1
 
@@ -586,6 +608,9 @@ class Chaos:
         self.second: tuple[str, subprocess.Popen[bytes], int, float] | None = None  # identity, process, port, since
         self.second_checked = 0.0
         self.refused_seen: set[float] = set()  # second operators (by start) seen refusing: metric 1, logged
+
+    async def drain(self) -> None:
+        """Until every fault's write has landed (none here: the fake's are synchronous)."""
 
     def busy(self, target: str) -> bool:
         return any(a.target == target for a in self.active)
@@ -782,7 +807,11 @@ class Chaos:
                 self.decisions_during_hostile += 1
             self.decisions[name] = decided
             since = self.hostile_since.get(name)
-            if since is None or now - since < 3 * interval + self.checker.bound:
+            # As for dead weight: nothing evaluates while no replica leads, and a new leader's switching loop starts
+            # its three evaluations afresh, so the bound counts from the takeover when one came in between.
+            if since is None or self.checker.leaderless:
+                continue
+            if now - max(since, self.checker.leader_since) < 3 * interval + self.checker.bound:
                 continue
             cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
             # While Prometheus is down or the pool's series are partial, those name the unknown load instead.
@@ -862,6 +891,8 @@ async def _serve_exposition(exposition: Exposition) -> tuple[aiohttp.web.AppRunn
 
 
 async def soak(args: argparse.Namespace) -> JSON:
+    if args.cluster:
+        return await soak_cluster(args)
     rng = random.Random(args.seed)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="chaos-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -869,56 +900,291 @@ async def soak(args: argparse.Namespace) -> JSON:
     async with FakeApiServer(auto_ready=True, record_requests=False, accept_routes=0.1) as api:
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         world = World(api)
-        exposition = Exposition(world, names, rng)
-        runner, port = await _serve_exposition(exposition)
-        prometheus: Prometheus | None = None
-        if not args.no_prometheus:
-            prometheus = Prometheus(workdir, f"127.0.0.1:{port}")
-            if prometheus.binary is None:
-                print("no prometheus binary: load stays flat (failure paths only)", flush=True)
-                prometheus = None
-            else:
-                prometheus.start()
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, api.url)
-        operators = Operators(workdir, kubeconfig, prometheus.url if prometheus else None, args.resync, args.lease)
-        operators.start_one()
-        operators.start_one()
-        for i, name in enumerate(names):
-            api.create(specserve_doc(name, 2 if i % 2 else 1))
-        t0 = time.monotonic()
-        checker = Checker(world, names, args.reaction_bound, args.resync, t0)
-        chaos = Chaos(api, world, checker, exposition, prometheus, operators, rng,
-                      tuple(args.faults.split(",")) if args.faults else FAULTS)  # fmt: skip
-        checker.context = lambda: ", ".join(f"{a.kind}:{a.target}" for a in chaos.active)
-        report: JSON = {"specserves": args.specserves, "minutes": args.minutes, "seed": args.seed,
-                        "resync_seconds": args.resync, "reaction_bound_seconds": args.reaction_bound,
-                        "prometheus": prometheus is not None, "workdir": str(workdir)}  # fmt: skip
-        try:
-            # Start-up: every SpecServe converged before any fault.
-            startup = await _settle(checker, names, args.settle, operators)
-            report["startup_seconds"] = startup
-            print(f"start-up: {len(names)} SpecServes converged in {startup:.1f}s" if startup is not None else
-                  "start-up: not every SpecServe converged; faults start anyway", flush=True)  # fmt: skip
-            await _chaos_phase(args, rng, checker, chaos, exposition, operators)
-            chaos.expire(time.monotonic(), everything=True)
-            settle = await _settle(checker, names, args.settle, operators, sample=True)
-            report["convergence_seconds"] = settle
-            if settle is None:
-                for name in names:
-                    why = checker.converged(name)
-                    if why is not None:
-                        checker.report(time.monotonic(), name, "converge", why)
-            routes = api.list(HTTPROUTES, NS) if api.registry.get(HTTPROUTES) else []
-            report["route_writes"] = sum(int(r["metadata"].get("generation", 1)) - 1 for r in routes)
-            report["weight_changes_by_load"] = exposition.moves
-        finally:
-            operators.stop()
-            if prometheus is not None:
-                prometheus.stop()
-            await runner.cleanup()
+
+        async def create(docs: list[JSON]) -> None:
+            for doc in docs:
+                api.create(doc)
+
+        def routes() -> list[JSON]:
+            return api.list(HTTPROUTES, NS) if api.registry.get(HTTPROUTES) else []
+
+        def chaos(checker: Checker, exposition: Exposition, prometheus: Prometheus | None,
+                  operators: Operators, kinds: tuple[str, ...]) -> Chaos:  # fmt: skip
+            return Chaos(api, world, checker, exposition, prometheus, operators, rng, kinds)
+
+        return await _soak(args, rng, workdir, names, world, Operators.make(kubeconfig, NS), create, routes, chaos,
+                           FAULTS, {})  # fmt: skip
+
+
+async def _soak(args: argparse.Namespace, rng: random.Random, workdir: Path, names: list[str], world: World,
+                make_operators: Callable[[Path, str | None, float, float], Operators],
+                create: Callable[[list[JSON]], Any], routes: Callable[[], list[JSON]],
+                make_chaos: Callable[[Checker, Exposition, Prometheus | None, Operators, tuple[str, ...]], Chaos],
+                available: tuple[str, ...], extra: JSON) -> JSON:  # fmt: skip
+    """The soak on either API server: load, two operator replicas, N SpecServes, converge, faults, converge."""
+    exposition = Exposition(world, names, rng)
+    runner, port = await _serve_exposition(exposition)
+    prometheus: Prometheus | None = None
+    if not args.no_prometheus:
+        prometheus = Prometheus(workdir, f"127.0.0.1:{port}")
+        if prometheus.binary is None:
+            print("no prometheus binary: load stays flat (failure paths only)", flush=True)
+            prometheus = None
+        else:
+            prometheus.start()
+    operators = make_operators(workdir, prometheus.url if prometheus else None, args.resync, args.lease)
+    operators.start_one()
+    operators.start_one()
+    await create([specserve_doc(name, 2 if i % 2 else 1) for i, name in enumerate(names)])
+    t0 = time.monotonic()
+    checker = Checker(world, names, args.reaction_bound, args.resync, t0)
+    kinds = tuple(k for k in (args.faults.split(",") if args.faults else FAULTS) if k in available)
+    chaos = make_chaos(checker, exposition, prometheus, operators, kinds)
+    checker.context = lambda: ", ".join(f"{a.kind}:{a.target}" for a in chaos.active)
+    report: JSON = {"specserves": args.specserves, "minutes": args.minutes, "seed": args.seed,
+                    "resync_seconds": args.resync, "reaction_bound_seconds": args.reaction_bound,
+                    "prometheus": prometheus is not None, "workdir": str(workdir), "fault_kinds": list(kinds),
+                    **extra}  # fmt: skip
+    try:
+        # Start-up: every SpecServe converged before any fault.
+        startup = await _settle(checker, names, args.settle_startup or args.settle, operators)
+        report["startup_seconds"] = startup
+        print(f"start-up: {len(names)} SpecServes converged in {startup:.1f}s" if startup is not None else
+              "start-up: not every SpecServe converged; faults start anyway", flush=True)  # fmt: skip
+        await _chaos_phase(args, rng, checker, chaos, exposition, operators)
+        chaos.expire(time.monotonic(), everything=True)
+        await chaos.drain()
+        settle = await _settle(checker, names, args.settle, operators, sample=True)
+        report["convergence_seconds"] = settle
+        if settle is None:
+            for name in names:
+                why = checker.converged(name)
+                if why is not None:
+                    checker.report(time.monotonic(), name, "converge", why)
+        report["route_writes"] = sum(int(r["metadata"].get("generation", 1)) - 1 for r in routes())
+        report["weight_changes_by_load"] = exposition.moves
+    finally:
+        operators.stop()
+        if prometheus is not None:
+            prometheus.stop()
+        await runner.cleanup()
     report.update(_figures(checker, chaos, operators))
     return report
+
+
+# ------------------------------------------------------------------------------- on a real control plane
+
+# The faults the real control plane shows for real; the others need the fake (a refused write needs a validating
+# webhook, API latency a proxy in front of the API server: neither is wired into the soak yet).
+CLUSTER_FAULTS = ("stuck-roll", "strategy", "pods-lost", "hpa", "prometheus", "partial-series", "leader",
+                  "hostile-metric", "second-operator")  # fmt: skip
+ABSENT_PRODUCT = "NVIDIA-B200"  # no kwok node has it: a roll to it stalls Unschedulable, as the real scheduler says
+
+
+class ClusterWorld(World):
+    """The same reads from watch caches of the real API server (tests/cluster/harness.py)."""
+
+    def __init__(self, caches: dict[str, Any]) -> None:
+        self.caches = caches
+
+    def _get(self, resource: str, name: str) -> JSON | None:
+        cache = self.caches.get(resource)
+        if resource == LEASES:
+            name = "specserve-operator"
+        return None if cache is None else cast("JSON | None", cache.get(name))
+
+
+class ClusterChaos(Chaos):
+    """The faults on the real control plane. pods-lost: kwok turns the pool's pods NotReady (the real ReplicaSet and
+    Deployment controllers report it), undone by deleting them (the ReplicaSet replaces them); stuck-roll: a user
+    edit moves the SpecServe to a GPU product no node has (the real scheduler leaves the new pods Unschedulable),
+    undone by reverting it; strategy and hpa: the same writes, by other field managers, to the real API server;
+    leader, second-operator: processes, as on the fake. Writes go out as tasks (the sampler does not wait on them)."""
+
+    def __init__(self, admin: Any, harness: Any, fail_annotation: str, world: World, checker: Checker,
+                 exposition: Exposition, prometheus: Prometheus | None, operators: Operators, rng: random.Random,
+                 kinds: tuple[str, ...]) -> None:  # fmt: skip
+        # The fake is never reached: every fault that would touch it is overridden below or not drawn.
+        super().__init__(cast(FakeApiServer, None), world, checker, exposition, prometheus, operators, rng, kinds)
+        self.admin, self.harness, self.fail_annotation = admin, harness, fail_annotation
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def drain(self) -> None:
+        """Until the undo writes sent as tasks have landed (convergence is measured from there)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def _spawn(self, what: str, coro: Any) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self.tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                print(f"fault write failed ({what}): {t.exception()}", flush=True)
+
+        task.add_done_callback(done)
+
+    def _edit(self, name: str, spec: JSON) -> None:
+        self._spawn(f"edit {name}", self.admin.merge_patch(self.harness.SPECSERVES, NS, name, {"spec": spec},
+                                                           params={"fieldManager": "kubectl-edit"}))  # fmt: skip
+
+    def _selector(self, pool: str) -> str | None:
+        dep = self.world.pool(pool)
+        if dep is None:
+            return None
+        return ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
+
+    async def _mark_pods(self, selector: str) -> None:
+        pods = await self.admin.request("GET", self.harness.PODS.format(ns=NS), params={"labelSelector": selector})
+        for pod in pods.get("items") or []:
+            await self.admin.merge_patch(self.harness.PODS, NS, pod["metadata"]["name"],
+                                         {"metadata": {"annotations": {self.fail_annotation: "true"}}})  # fmt: skip
+
+    def _pods_lost(self, name: str, now: float) -> Callable[[], None] | None:
+        weights = self.world.weights(name) or {}
+        pools = [f"{name}-{s}" for s in ALL_POOLS if self.world.ready(f"{name}-{s}")]
+        if not pools:
+            return None
+        weighted = [p for p in pools if weights.get(p, 0) > 0]
+        pool = self.rng.choice(weighted or pools)
+        selector = self._selector(pool)
+        if selector is None:
+            return None
+        self.detail = f"({pool}, {weights.get(pool, 0)}% of the route; kwok turns its pods NotReady)"
+        others_ready = any(self.world.ready(p) for p in pools if p != pool)
+        self._spawn(f"pods of {pool}", self._mark_pods(selector))
+        if weights.get(pool, 0) > 0 and others_ready:
+            self.checker.expected[pool] = now
+
+        def undo() -> None:
+            self.checker.expected.pop(pool, None)
+            self._spawn(f"delete pods of {pool}", self.admin.delete_pods(NS, selector))
+
+        return undo
+
+    def _stuck_roll(self, name: str, now: float) -> Callable[[], None] | None:
+        obj = self.world.specserve(name)
+        if obj is None:
+            return None
+        product = obj["spec"]["placement"]["gpuProduct"]
+        self.detail = f"(gpuProduct {product} -> {ABSENT_PRODUCT}: new pods Unschedulable)"
+        for pool in (f"{name}-{s}" for s in POOLS):
+            self.checker.stalled[pool] = "Unschedulable"
+        self._edit(name, {"placement": {"gpuProduct": ABSENT_PRODUCT}})
+
+        def undo() -> None:
+            for pool in (f"{name}-{s}" for s in POOLS):
+                self.checker.stalled.pop(pool, None)
+            self._edit(name, {"placement": {"gpuProduct": product}})
+
+        return undo
+
+    def _strategy(self, name: str, now: float) -> Callable[[], None] | None:
+        conflict = self.rng.random() < 0.5
+        engine = f"{name}-engine"
+        if conflict and self.world.deployment(engine) is None:
+            labels = {"app": f"other-{name}"}
+            template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "x", "image": "busybox"}]}}
+            meta = {"name": engine, "namespace": NS, "labels": labels}
+            spec = {"replicas": 1, "selector": {"matchLabels": labels}, "template": template}
+            body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+            self._spawn(f"create {engine}", self.admin.create(self.harness.DEPLOYMENTS, NS, body))
+            self.detail = f"(another owner's {engine} exists)"
+        self._edit(name, {"strategy": "Restart"})
+
+        def undo() -> None:
+            self._edit(name, {"strategy": "TrafficSplit"})
+            foreign = self.world.deployment(engine)
+            if conflict and foreign is not None and not foreign["metadata"].get("ownerReferences"):
+                self._spawn(f"delete {engine}", self.admin.delete(self.harness.DEPLOYMENTS, NS, engine))
+
+        return undo
+
+    def _hpa(self, name: str, now: float) -> Callable[[], None] | None:
+        pool = f"{name}-{self.rng.choice(list(POOLS))}"
+        if self.world.deployment(pool) is None:
+            return None
+        patch = {"spec": {"replicas": self.rng.randint(2, 4)}}
+        self._spawn(
+            f"hpa {pool}",
+            self.admin.merge_patch(
+                self.harness.DEPLOYMENTS, NS, pool, patch, params={"fieldManager": "horizontal-pod-autoscaler"}
+            ),
+        )
+        return lambda: None
+
+
+async def soak_cluster(args: argparse.Namespace) -> JSON:
+    """The soak on a real control plane (tests/cluster/controlplane.py), the operators run as the chart runs them."""
+    sys.path.insert(0, str(ROOT))  # tests.cluster: the control plane's starter
+    from tests.cluster import harness  # noqa: PLC0415
+    from tests.cluster.controlplane import FAIL_ANNOTATION, OPERATOR_NS, ControlPlane, find  # noqa: PLC0415
+
+    assets = find()
+    if isinstance(assets, str):
+        raise SystemExit(f"no real control plane: {assets}")
+    # SIGTERM cancels the run: the control plane's processes are stopped on the way out, not orphaned.
+    this = asyncio.current_task()
+    assert this is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, this.cancel)
+    rng = random.Random(args.seed)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="chaos-soak-cluster-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    names = [f"soak-{i:03d}" for i in range(args.specserves)]
+    plane = ControlPlane(assets, workdir / "control-plane")
+    plane.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        started = time.monotonic()
+        plane.start()
+        plane.install_crds()
+        plane.install_chart()
+        # Pools of 1-2 replicas, HPA faults up to 4, a surge pod per roll: room for 8 pods per SpecServe.
+        nodes = harness.add_gpu_capacity(plane, 8 * args.specserves)
+        harness.prepare_namespace(plane, NS)
+        print(f"control plane up in {time.monotonic() - started:.0f}s ({plane.workdir}), {nodes} kwok GPU nodes",
+              flush=True)  # fmt: skip
+        async with harness.Admin(plane) as admin:
+            gateway = harness.Gateway(admin, NS, delay=0.1)
+            caches = {DEPLOYMENTS: harness.Cache(admin, harness.DEPLOYMENTS, NS), HTTPROUTES: gateway.cache,
+                      SPECSERVES: harness.Cache(admin, harness.SPECSERVES, NS),
+                      LEASES: harness.Cache(admin, harness.LEASES, OPERATOR_NS)}  # fmt: skip
+            tasks = [asyncio.create_task(c.run()) for c in caches.values()]
+            try:
+                await asyncio.gather(*(c.synced.wait() for c in caches.values()))
+                world = ClusterWorld(caches)
+                kubeconfig = plane.operator_kubeconfig("soak")
+
+                async def create(docs: list[JSON]) -> None:
+                    await harness.create_all(admin, harness.SPECSERVES, NS, docs)
+
+                def chaos(checker: Checker, exposition: Exposition, prometheus: Prometheus | None,
+                          operators: Operators, kinds: tuple[str, ...]) -> Chaos:  # fmt: skip
+                    return ClusterChaos(admin, harness, FAIL_ANNOTATION, world, checker, exposition, prometheus,
+                                        operators, rng, kinds)  # fmt: skip
+
+                extra = {"control_plane": "kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok",
+                         "faults_needing_the_fake": [k for k in FAULTS if k not in CLUSTER_FAULTS]}  # fmt: skip
+                return await _soak(
+                    args,
+                    rng,
+                    workdir,
+                    names,
+                    world,
+                    Operators.make(kubeconfig, OPERATOR_NS),
+                    create,
+                    lambda: list(caches[HTTPROUTES].items.values()),
+                    chaos,
+                    CLUSTER_FAULTS,
+                    extra,
+                )
+            finally:
+                for task in tasks:
+                    task.cancel()
+    finally:
+        plane.stop()
 
 
 async def _chaos_phase(args: argparse.Namespace, rng: random.Random, checker: Checker, chaos: Chaos,
@@ -1029,6 +1295,8 @@ def main() -> int:
     parser.add_argument("--no-prometheus", action="store_true", help="no load signal (failure paths only)")
     parser.add_argument("--faults", help=f"only these faults, comma-separated (default: all of {', '.join(FAULTS)})")
     parser.add_argument("--workdir", help="where the operator logs and Prometheus data go (default: a temp dir)")
+    parser.add_argument("--cluster", action="store_true", help="on a real control plane with kwok (see above)")
+    parser.add_argument("--settle-startup", type=float, help="seconds allowed to converge at start (default --settle)")
     args = parser.parse_args()
     report = asyncio.run(soak(args))
     _print_summary(report)

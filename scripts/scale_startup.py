@@ -18,6 +18,17 @@ its CPU and memory are its own (read from /proc). Figures:
 
     .venv/bin/python scripts/scale_startup.py --count 1000 --failovers 50
     .venv/bin/python scripts/scale_startup.py --count 50 --lease-loss
+
+With --cluster, the same start-up on a real control plane (tests/cluster/controlplane.py: etcd, kube-apiserver with
+TLS, RBAC and an audit log, the controller-manager, the scheduler, kwok; binaries from scripts/kube-binaries.sh):
+the chart installed by helm, the operator run as the chart runs it (its ServiceAccount's token, over TLS), the
+SpecServes' pods placed by the real scheduler on kwok GPU nodes and made Ready by kwok 1.5-3.5 s after they are
+scheduled; a Gateway controller stand-in in this process accepts each HTTPRoute generation. Requests are counted
+from the API server's audit log (the operator's ServiceAccount only) and apiserver_request_total (every client);
+a failover takes the serving pool's pods away as kwok would (they turn NotReady). The load average of the machine is
+printed beside the figures.
+
+    .venv/bin/python scripts/scale_startup.py --cluster --count 1000 --failovers 50
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import asyncio
 import contextlib
 import copy
 import cProfile
+import json
 import os
 import random
 import signal
@@ -363,6 +375,267 @@ async def _lease_loss(
     return 0
 
 
+# ------------------------------------------------------------------------------------- on a real control plane
+
+
+class _LoadAverage:
+    """The machine's 1-minute load average, sampled every 5 s (a shared machine: the figures depend on it)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            await asyncio.sleep(5)
+
+    def summary(self) -> str:
+        if not self.samples:
+            return "-"
+        return f"mean {sum(self.samples) / len(self.samples):.1f}, max {max(self.samples):.1f} (2 cores)"
+
+
+class _Audit:
+    """The operator's requests from the API server's audit log, read incrementally (one event per request: a watch
+    is logged at ResponseStarted and at ResponseComplete, counted once by its auditID)."""
+
+    def __init__(self, path: Path, user: str) -> None:
+        self.path, self.user, self.offset = path, user, 0
+        self.seen: set[str] = set()
+        self.requests: list[str] = []  # "verb resource[/subresource]", in order
+
+    def read(self) -> int:
+        if not self.path.exists():
+            return len(self.requests)
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].splitlines():
+            event = json.loads(line)
+            if (event.get("user") or {}).get("username") != self.user or event["auditID"] in self.seen:
+                continue
+            self.seen.add(event["auditID"])
+            ref = event.get("objectRef") or {}
+            sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+            self.requests.append(f"{event.get('verb')} {ref.get('resource')}{sub}")
+        return len(self.requests)
+
+    @staticmethod
+    def summary(requests: list[str]) -> str:
+        return ", ".join(f"{what} {n}" for what, n in Counter(requests).most_common())
+
+
+async def _apiserver_requests(admin: Any) -> int:
+    """apiserver_request_total summed over every client and verb."""
+    text = await admin.get_raw("/metrics")
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("apiserver_request_total{")))  # fmt: skip
+
+
+async def measure_cluster(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(ROOT))  # tests.cluster: the control plane's starter
+    from tests.cluster import harness  # noqa: PLC0415
+    from tests.cluster.controlplane import OPERATOR_USER, ControlPlane, find  # noqa: PLC0415
+
+    assets = find()
+    if isinstance(assets, str):
+        print(f"no real control plane: {assets}")
+        return 2
+    # SIGTERM cancels the run: the control plane's processes are stopped on the way out, not orphaned.
+    this = asyncio.current_task()
+    assert this is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, this.cancel)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="scale-cluster-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    plane = ControlPlane(assets, workdir)
+    load = _LoadAverage()
+    loading = asyncio.create_task(load.run())
+    try:
+        t = time.monotonic()
+        plane.start()
+        plane.install_crds()
+        plane.install_chart()
+        # Every pool may surge one pod while it rolls: room for 3 pods per SpecServe.
+        nodes = harness.add_gpu_capacity(plane, 3 * args.count)
+        harness.prepare_namespace(plane, NS)
+        print(f"control plane up in {time.monotonic() - t:.0f} s ({workdir}); {nodes} kwok nodes of "
+              f"{harness.PODS_PER_NODE} pods x {harness.GPUS_PER_POD} GPUs added", flush=True)  # fmt: skip
+        async with harness.Admin(plane) as admin:
+            return await _figures_cluster(args, plane, admin, harness, _Audit(plane.audit_log, OPERATOR_USER), load)
+    finally:
+        loading.cancel()
+        plane.stop()
+        print(f"control plane logs and audit log: {workdir}")
+
+
+def _bodies(count: int) -> list[dict[str, Any]]:
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    bodies = []
+    for i in range(count):
+        body = copy.deepcopy(doc)
+        body["metadata"] = {"name": f"kimi-{i:04d}", "namespace": NS}
+        body["spec"]["routing"]["hostnames"] = [f"kimi-{i:04d}.llm.example.com"]
+        bodies.append(body)
+    return bodies
+
+
+async def _converge_cluster(args: argparse.Namespace, plane: Any, proc: Any, specserves: Any, audit: _Audit,
+                            start: float) -> tuple[float | None, float | None]:  # fmt: skip
+    """Seconds from the operator's start until every SpecServe is observed, and until every one is Ready."""
+    t_observed = None
+    while time.monotonic() - start < args.timeout:
+        items = list(specserves.items.values())
+        n_observed, n_ready = sum(map(observed, items)), sum(map(ready, items))
+        now = time.monotonic() - start
+        if t_observed is None and n_observed == args.count:
+            t_observed = now
+        if n_ready == args.count:
+            return t_observed, now
+        if proc.poll() is not None:
+            print(f"the operator exited ({proc.returncode}):\n{plane.log_tail('operator-operator-0')}")
+            break
+        if args.verbose:
+            print(f"{now:7.1f} s  observed {n_observed:4d}  ready {n_ready:4d}  operator requests {audit.read()}",
+                  flush=True)  # fmt: skip
+        await asyncio.sleep(1.0)
+    return t_observed, None
+
+
+async def _figures_cluster(args: argparse.Namespace, plane: Any, admin: Any, harness: Any, audit: _Audit,
+                           load: _LoadAverage) -> int:  # fmt: skip
+    gateway = harness.Gateway(admin, NS)
+    specserves = harness.Cache(admin, harness.SPECSERVES, NS)
+    deployments = harness.Cache(admin, harness.DEPLOYMENTS, NS)
+    caches = [asyncio.create_task(c.run()) for c in (gateway.cache, specserves, deployments)]
+    try:
+        await harness.create_all(admin, harness.SPECSERVES, NS, _bodies(args.count))
+        requests0 = await _apiserver_requests(admin)
+        start = time.monotonic()
+        proc = plane.run_operator(
+            "operator-0", f"--resync-seconds={args.resync_seconds:g}",
+            f"--max-concurrent-reconciles={args.max_concurrent_reconciles}",
+            f"--full-resync-every={args.full_resync_every}", "--log-level=warning",
+        )  # fmt: skip
+        pids = {name: p.pid for name, p in plane.procs.items() if not name.startswith("operator-")}
+        plane_cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        t_observed, t_ready = await _converge_cluster(args, plane, proc, specserves, audit, start)
+        if proc.poll() is not None:
+            return 1
+        startup_cpu = cpu_seconds(proc.pid)
+        plane_cpu = {name: cpu_seconds(pid) - plane_cpu0[name] for name, pid in pids.items()}
+        audit.read()
+        startup_requests = list(audit.requests)
+        all_requests = await _apiserver_requests(admin) - requests0
+        print(f"SpecServes: {args.count} on a real control plane (kube-apiserver, etcd, controller-manager, "
+              f"scheduler, kwok); max concurrent reconciles: {args.max_concurrent_reconciles}")  # fmt: skip
+        print(f"all observedGeneration == generation after: {_fmt(t_observed)} s")
+        print(
+            f"all Ready=True after: {_fmt(t_ready)} s (CPU by then: operator {startup_cpu:.1f} s; control plane "
+            + ", ".join(f"{n} {c:.0f} s" for n, c in plane_cpu.items())
+            + ")"
+        )
+        print(f"operator API requests during start-up (audit log): {len(startup_requests)}: "
+              f"{audit.summary(startup_requests)}")  # fmt: skip
+        print(f"API server requests from every client during start-up (apiserver_request_total): {all_requests}")
+        print(f"load average during start-up: {load.summary()}")
+        if t_ready is None:
+            waiting = [o for o in specserves.items.values() if not ready(o)]
+            print(
+                f"did not converge within {args.timeout} s; {len(waiting)} not Ready, e.g. "
+                f"{waiting[0]['metadata']['name']}: {(waiting[0].get('status') or {}).get('conditions')}"
+            )
+            return 1
+        await asyncio.sleep(args.resync_seconds * args.settle_rounds)
+        cpu0, n0 = cpu_seconds(proc.pid), audit.read()
+        latencies: list[float] = []
+        if args.failovers:
+            latencies = await _failovers_cluster(args, admin, harness, gateway.cache, deployments)
+        else:
+            await asyncio.sleep(args.resync_seconds * args.rounds)
+        cpu = (cpu_seconds(proc.pid) - cpu0) / args.rounds
+        audit.read()
+        window = audit.requests[n0:]
+        writes = [r for r in window if r.split()[0] in ("create", "update", "patch", "delete")]
+        if args.failovers:
+            print(f"failovers during the rounds: {len(latencies)} of {args.failovers}; route off the dead pool after "
+                  f"(s): p50 {_pct(latencies, 50):.2f}, p99 {_pct(latencies, 99):.2f}, max {max(latencies):.2f}"
+                  if latencies else "failovers: none timed")  # fmt: skip
+        print(
+            f"steady state over {args.rounds} resync rounds of {args.resync_seconds:g} s: "
+            f"operator CPU {cpu:.2f} s/round ({cpu / args.count * 1000:.1f} ms per SpecServe), "
+            f"{len(window) / args.rounds:.0f} requests/round, {len(writes) / args.rounds:.1f} writes/round"
+        )
+        if window:
+            print(f"  requests: {audit.summary(window)}")
+        mem = memory_mib(proc.pid)
+        print(f"operator RSS: {mem.get('VmRSS', 0):.0f} MiB (peak {mem.get('VmHWM', 0):.0f} MiB)")
+        print(f"load average over the whole run: {load.summary()}")
+        return 0
+    finally:
+        for task in caches:
+            task.cancel()
+
+
+async def _failovers_cluster(args: argparse.Namespace, admin: Any, harness: Any, routes: Any,
+                             deployments: Any) -> list[float]:  # fmt: skip
+    """As _failovers, on the real plane: the serving pool's pods are marked for kwok to turn NotReady (the real
+    ReplicaSet and Deployment controllers then report readyReplicas 0); the seconds until the HTTPRoute gives that
+    pool no weight (read from a watch). The pods are then deleted: the ReplicaSet replaces them and kwok makes the
+    new ones Ready."""
+    from tests.cluster.controlplane import FAIL_ANNOTATION  # noqa: PLC0415
+
+    window = args.resync_seconds * args.rounds
+    rng = random.Random(7)
+    names = rng.sample([f"kimi-{i:04d}" for i in range(args.count)], args.failovers)
+    moments = sorted(rng.uniform(0.05 * window, 0.8 * window) for _ in names)
+    began = time.monotonic()
+    pending: dict[str, tuple[str, str, float]] = {}  # SpecServe -> (pool, its selector, when its pods went)
+    latencies: list[float] = []
+    queue = list(zip(moments, names, strict=True))
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(coro: Any) -> None:  # API calls off the timing loop: it only reads the watch caches
+        task = asyncio.ensure_future(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def take_pods(name: str, pool: str, selector: str) -> None:
+        """Mark every pod of the pool; the failover is timed from when the last mark was accepted."""
+        pods = await admin.request("GET", harness.PODS.format(ns=NS), params={"labelSelector": selector})
+        for pod in pods.get("items") or []:
+            await admin.merge_patch(harness.PODS, NS, pod["metadata"]["name"],
+                                    {"metadata": {"annotations": {FAIL_ANNOTATION: "true"}}})  # fmt: skip
+        pending[name] = (pool, selector, time.monotonic())
+
+    while queue or pending or tasks:
+        now = time.monotonic()
+        while queue and now - began >= queue[0][0]:
+            _, name = queue.pop(0)
+            serving = [pool for pool, w in (harness.weights(routes.get(name)) or {}).items() if w > 0]
+            dep = deployments.get(serving[0]) if len(serving) == 1 else None
+            if dep is None:
+                continue
+            labels = dep["spec"]["selector"]["matchLabels"]
+            spawn(take_pods(name, serving[0], ",".join(f"{k}={v}" for k, v in labels.items())))
+        for name, (pool, selector, lost) in list(pending.items()):
+            if (harness.weights(routes.get(name)) or {}).get(pool, 1) == 0:
+                latencies.append(time.monotonic() - lost)
+                del pending[name]
+                spawn(admin.delete_pods(NS, selector))  # the ReplicaSet replaces them; kwok makes them Ready
+            elif time.monotonic() - lost > 120:
+                print(f"  {name}: no failover within 120 s")
+                del pending[name]
+                spawn(admin.delete_pods(NS, selector))
+        await asyncio.sleep(0.02)
+    rest = window - (time.monotonic() - began)
+    if rest > 0:
+        await asyncio.sleep(rest)
+    return latencies
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -391,7 +664,12 @@ def main() -> int:
     )
     parser.add_argument("--failovers", type=int, default=0, help="failovers injected during the measured rounds")
     parser.add_argument("--lease-loss", choices=["stolen", "lapsed"], help="measure the write fence and the exit")
-    return asyncio.run(measure(parser.parse_args()))
+    parser.add_argument("--cluster", action="store_true", help="on a real control plane with kwok (see above)")
+    parser.add_argument("--workdir", help="--cluster: the control plane's directory (logs, audit log)")
+    args = parser.parse_args()
+    if args.cluster:
+        return asyncio.run(measure_cluster(args))
+    return asyncio.run(measure(args))
 
 
 if __name__ == "__main__":

@@ -285,32 +285,6 @@ async def test_a_strategy_change_keeps_a_ready_pool_behind_the_route(fake: FakeA
         assert sampler.longest_gap == 0.0
 
 
-async def test_an_engine_change_rolls_one_pool_at_a_time(fake: FakeApiServer, kimi_doc: JSON) -> None:
-    async with running():
-        kubelet = Kubelet(fake, load_seconds=0.5)
-        sampler = Sampler(fake)
-        async with background(kubelet.run()):
-            await serving(fake, kimi_doc)
-            before = {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)}
-            async with background(sampler.run()):
-                edit(fake, {"engine": {"memFractionStatic": 0.8}})
-
-                def rolled() -> bool:
-                    args = [d["spec"]["template"]["spec"]["containers"][0]["args"] for d in fake.list(DEPLOYMENTS, NS)]
-                    return len(args) == 2 and all(a[a.index("--mem-fraction-static") + 1] == "0.8" for a in args)
-
-                await eventually(rolled, what="both pools rolled")
-                await eventually(lambda: status_of(fake, "Progressing") == "False", what="settled")
-        after = {d["metadata"]["name"]: d["metadata"]["generation"] for d in fake.list(DEPLOYMENTS, NS)}
-        assert all(after[n] > before[n] for n in before)
-        print(f"\nengine change: longest time with no Ready pool behind the route {sampler.longest_gap:.3f} s, "
-              f"most pools down at once {sampler.max_rolling} ({sampler.samples} samples)")  # fmt: skip
-        assert sampler.samples > 20
-        assert sampler.max_rolling == 1  # never both pools rolling at once
-        assert sampler.bad_samples == []  # the route never weighs a pool without a Ready replica
-        assert sampler.longest_gap == 0.0
-
-
 async def test_a_pre_existing_object_is_not_taken_over(fake: FakeApiServer, kimi_doc: JSON) -> None:
     async with running():
         theirs = fake.create(

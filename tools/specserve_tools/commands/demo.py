@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where the PNG and summary go")
     parser.add_argument("--plain", action="store_true", help="plain lines instead of the live view")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the temp dir (logs, configs) for a look")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok; the chart installed) "
+        "instead of the fake API: needs a checkout and the binaries of scripts/kube-binaries.sh",
+    )
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -78,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         plain=args.plain,
         keep_workdir=args.keep_workdir,
+        cluster=args.cluster,
     )
     try:
         return asyncio.run(_main(opts))

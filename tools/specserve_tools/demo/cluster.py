@@ -49,10 +49,19 @@ async def start_api(sup: Supervisor, port: int, validate: bool = True) -> tuple[
 
 
 async def start_operator(
-    sup: Supervisor, workdir: Path, api_url: str, namespace: str, prometheus_url: str, metrics_port: int
+    sup: Supervisor,
+    workdir: Path,
+    api_url: str,
+    namespace: str,
+    prometheus_url: str,
+    metrics_port: int,
+    kubeconfig: Path | None = None,
 ) -> Child:
-    kubeconfig = workdir / "kubeconfig"
-    write_kubeconfig(kubeconfig, api_url)
+    """`specserve run` for the demo's namespace; `kubeconfig`: the real control plane's (the chart's ServiceAccount),
+    else one for the fake at `api_url`."""
+    if kubeconfig is None:
+        kubeconfig = workdir / "kubeconfig"
+        write_kubeconfig(kubeconfig, api_url)
     argv = [
         sys.executable,
         "-m",

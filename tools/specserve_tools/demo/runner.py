@@ -21,7 +21,7 @@ from specserve.api.validation import parse_object
 from specserve.kube.kinds import PODMONITOR, SPECSERVE
 from specserve.plugin import view as plugin_view
 from specserve.render import render
-from specserve_tools.demo import cluster
+from specserve_tools.demo import cluster, realplane
 from specserve_tools.demo.gateway import start_gateway
 from specserve_tools.demo.kubeapi import DemoApi
 from specserve_tools.demo.kubelet import Kubelet, free_port
@@ -90,10 +90,20 @@ async def _start(demo: Demo, profile: Profile, view: View, stop: asyncio.Event) 
         missing = [m for m in DEMO_EXTRA if importlib.util.find_spec(m) is None]
         if missing:
             raise RuntimeError(f"{', '.join(missing)} not installed: pip install 'specserve-tools[demo]'")
-    with step("start the fake Kubernetes API"):
-        _, api_url = await cluster.start_api(sup, free_port())
-        demo.api = api = DemoApi(api_url, demo.session)
-        view.note(f"fake Kubernetes API on {api_url}")
+    kubeconfig = None
+    if opts.cluster:
+        with step("start the real control plane"):
+            view.note("starting a real control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)")
+            demo.real = real = await realplane.start(workdir / "control-plane")
+            demo.api_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=real.ssl_context()))
+            demo.api = api = DemoApi(real.server, demo.api_session)
+            kubeconfig = real.operator_kubeconfig()
+            view.note(f"Kubernetes API: kube-apiserver on {real.server} (TLS, RBAC; the chart installed by helm)")
+    else:
+        with step("start the fake Kubernetes API"):
+            _, api_url = await cluster.start_api(sup, free_port())
+            demo.api = api = DemoApi(api_url, demo.session)
+            view.note(f"fake Kubernetes API on {api_url}")
     with step("start HAProxy"):
         demo.gateway = gateway = await start_gateway(sup, workdir, free_port(), free_port())
         view.note(f"gateway (HAProxy) on {gateway.url}, its exporter on :{gateway.exporter_port}")
@@ -110,8 +120,9 @@ async def _start(demo: Demo, profile: Profile, view: View, stop: asyncio.Event) 
         await api.create(SPECSERVE, NAMESPACE, doc)
         demo.pod_monitor = next(m for m in render(parse_object(doc)) if m["kind"] == "PodMonitor")
     with step("start the operator"):
-        await cluster.start_operator(sup, workdir, api_url, NAMESPACE, prom.url, free_port())
-        view.note("operator: `specserve run` against the fake API")
+        await cluster.start_operator(sup, workdir, api.base, NAMESPACE, prom.url, free_port(), kubeconfig)
+        where = "the real API server, as the chart's ServiceAccount" if opts.cluster else "the fake API"
+        view.note(f"operator: `specserve run` against {where}")
     with step("start the kubelet"):
         demo.kubelet = Kubelet(
             api,
@@ -171,7 +182,11 @@ async def run_demo(opts: Options, view: View | None = None) -> Summary:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
         await demo.session.close()
+        if demo.api_session is not None:
+            await demo.api_session.close()
         await demo.sup.stop_all()
+        if demo.real is not None:
+            await asyncio.to_thread(demo.real.stop)
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "pids.json").write_text(json.dumps(demo.sup.started), encoding="utf-8")
         if not opts.keep_workdir:

@@ -17,6 +17,7 @@ from specserve_tools.demo.kubeapi import ApiError, DemoApi
 from specserve_tools.demo.kubelet import Kubelet
 from specserve_tools.demo.procs import Supervisor
 from specserve_tools.demo.prometheus import Prometheus, target_labels, write_targets
+from specserve_tools.demo.realplane import RealPlane
 from specserve_tools.demo.rollout import Pod
 from specserve_tools.demo.scenario import NAME, NAMESPACE
 from specserve_tools.demo.timeline import Timeline, role_of
@@ -34,6 +35,7 @@ class Options:
     out: Path = Path("out/demo")
     plain: bool = False
     keep_workdir: bool = False
+    cluster: bool = False  # a real control plane (realplane.py) instead of the fake API
 
 
 @dataclass
@@ -56,6 +58,8 @@ class Demo:
     background: list[asyncio.Task[None]] = field(default_factory=list)
     # Weights the gateway serves instead of the HTTPRoute's (a static policy to compare the operator against).
     pinned: dict[str, int] | None = None
+    real: RealPlane | None = None  # --cluster: the control plane, stopped at the end
+    api_session: aiohttp.ClientSession | None = None  # --cluster: the admin's TLS client
 
     async def on_endpoints(self, endpoints: list[Endpoint]) -> None:
         self.endpoints = endpoints
