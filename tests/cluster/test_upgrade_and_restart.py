@@ -72,7 +72,11 @@ def test_after_an_api_server_restart_the_operator_relists_writes_nothing_new_and
     relisted = writes_in(plane, ns, start)
     owned = [w for w in relisted if not w.split()[1].startswith(("specserves/", "events/"))]
     assert owned == [], f"the relist after the restart re-applied: {relisted}"
-    assert len(relisted) <= 4, relisted
+    # At most: each of the two status writers (the reconcile, the switching loop) reports the failed read and then
+    # clears it, and a report may post its Warning Event; whether a pass falls into the 5 s outage is timing.
+    statuses = [w for w in relisted if w.split()[1].startswith("specserves/")]
+    events = [w for w in relisted if w.split()[1].startswith("events/")]
+    assert len(statuses) <= 4 and len(events) <= 2, relisted
     assert quiet(plane, ns, 3 * RESYNC) == []
     alive(plane)
     assert holder(plane) == POD
