@@ -257,11 +257,17 @@ def change_applied(
     proc, path = watched
     try:
         wait_for(changed, 120, "the spec change after the outage applied", interval=1)
+    except AssertionError:
+        print(f"the operator's log, last lines:\n{plane.log_tail(f'operator-{POD}', 80)}")
+        raise
     finally:
         proc.terminate()
         seen = sorted({int(g) for g in re.findall(r'"generation": (\d+)', path.read_text(errors="replace"))})
         print(f"generations our own watch of the SpecServe saw: {seen} (the change: {generation})")
-        print(f"spec changes the resync's LIST caught (specserve_watch_stale_total): {stale_bodies()}")
+        print(
+            f"spec changes the resync's LIST caught (specserve_watch_stale_total): {stale_bodies()}; kopf's "
+            f"throttling of an object after an error outside the handlers: {log(plane).count('Throttling for')}"
+        )
 
 
 def stale_bodies(pod: str = POD) -> float:
