@@ -28,7 +28,7 @@ from specserve.reconcile import Outcome, reconcile
 from specserve.reconcile.failover import Lister, fail_over, split
 from specserve.reconcile.rendered import forget as forget_render
 from specserve.reconcile.rolls import RollBudget
-from specserve.resync import ResyncProbe, resync_forever
+from specserve.resync import ResyncProbe, catch_up, resync_forever
 from specserve.slots import slot
 from specserve.status import pool_moved
 from specserve.switching.loop import LoopConfig, LoopKube, SwitchingLoop
@@ -320,12 +320,18 @@ class Dispatcher:
             outcome = await self.run_once(state, log, urgent=False)
             probe.reconciled(state, outcome)
 
+        async def before_round() -> None:
+            await probe.read()
+            # The watch's view checked against a LIST: a spec change it never delivered is reconciled this round.
+            for state in await catch_up(self.objects, kube, self.config.namespaces):
+                telemetry.WATCH_STALE.labels(*state.key).inc()
+
         loop_config = LoopConfig(prometheus_url=self.config.prometheus_url)
         loop = SwitchingLoop(self.objects, kube, sources, decide, trigger, loop_config)
         stop = asyncio.Event()
         switching = asyncio.create_task(loop.run(stop), name="specserve switching")
         resyncing = asyncio.create_task(
-            resync_forever(self.objects, resync, self.config.resync_seconds, stop, before_round=probe.read),
+            resync_forever(self.objects, resync, self.config.resync_seconds, stop, before_round=before_round),
             name="resync",
         )
         self._loops = _Loops(stop, switching, resyncing, sources)

@@ -19,15 +19,15 @@ import logging
 import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from specserve.api.conditions import DEGRADED, PROGRESSING
 from specserve.api.models import ConditionStatus
 from specserve.kube.client import KubeError
-from specserve.kube.kinds import OWNED_KINDS, Kind
+from specserve.kube.kinds import OWNED_KINDS, SPECSERVE, Kind
 from specserve.layout import LABEL_INSTANCE
-from specserve.objects import Objects, ObjectState
+from specserve.objects import Objects, ObjectState, older, uid_of
 from specserve.reconcile import Outcome
 
 log = logging.getLogger(__name__)
@@ -195,3 +195,43 @@ def _clean(outcome: Outcome) -> bool:
     # a resourceVersion. A failure (Degraded) is retried every round: a refused write may pass the next time.
     conds = {c.type: c.status for c in outcome.status.conditions}
     return (conds.get(PROGRESSING), conds.get(DEGRADED)) == (ConditionStatus.FALSE, ConditionStatus.FALSE)
+
+
+# ------------------------------------------------------------------------------- what the watch did not deliver
+
+
+def _generation(body: Mapping[str, Any]) -> int:
+    return int((body.get("metadata") or {}).get("generation") or 0)
+
+
+def behind(held: Mapping[str, Any], listed: Mapping[str, Any]) -> bool:
+    """Whether a LIST's body of a SpecServe carries a spec change the held body (the watch's) lacks: a higher
+    generation, not from an older resourceVersion. A status write does not bump the generation: the watch's usual
+    lag behind our own status writes is no sign."""
+    return _generation(listed) > _generation(held) and not older(listed, held)
+
+
+async def catch_up(objects: Objects, kube: LabelledLister, namespaces: Sequence[str]) -> list[ObjectState]:
+    """One LIST of SpecServes (per watched namespace; every namespace when none are named): each held SpecServe
+    whose listed spec is newer than the one the watch delivered takes the listed body, so this round's reconcile
+    acts on it; returns those. The watch can stop delivering one object's events while its stream stays open
+    (after an etcd outage, once in four runs of the cluster tier: docs/fault-tolerance.md), and the resync
+    reconciles from the watch's bodies: without this a spec change could wait for the watch's server timeout."""
+    caught: list[ObjectState] = []
+    for namespace in namespaces or (None,):
+        try:
+            listed = await kube.list_labelled(SPECSERVE, namespace, None)
+        except KubeError as exc:  # the next round tries again
+            log.warning("resync: could not list SpecServes to check the watch: %s", exc)
+            continue
+        for item in listed:
+            state = objects.get(uid_of(item))
+            if state is None or state.gone or not behind(state.body, item):
+                continue
+            log.warning(
+                "the watch has not delivered %s/%s generation %d (it holds %d): reconciling from the API server's",
+                *state.key, _generation(item), _generation(state.body),
+            )  # fmt: skip
+            state.observe({"apiVersion": SPECSERVE.api_version, "kind": SPECSERVE.kind, **item})
+            caught.append(state)
+    return caught

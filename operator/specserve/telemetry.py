@@ -52,6 +52,11 @@ APPLIES = _counter("specserve_applies", "Objects (re)applied because they drifte
 PRUNES = _counter(
     "specserve_prunes", "Owned objects deleted because the spec no longer renders them.", *SPECSERVE, "kind"
 )
+WATCH_STALE = _counter(
+    "specserve_watch_stale",
+    "Spec changes the SpecServe watch had not delivered when a resync round's LIST found them (reconciled then).",
+    *SPECSERVE,
+)  # fmt: skip
 API_WARNINGS = _counter(
     "specserve_api_warnings",
     "Warning headers the API server sent on the operator's requests (PodSecurity, deprecations), by verb and resource.",

@@ -14,7 +14,7 @@ from specserve.kube.kinds import OWNED_KINDS, Kind
 from specserve.layout import LABEL_INSTANCE
 from specserve.objects import Objects, ObjectState
 from specserve.reconcile import Outcome
-from specserve.resync import ResyncProbe, fingerprints, phase, resync_forever, resync_round
+from specserve.resync import ResyncProbe, behind, catch_up, fingerprints, phase, resync_forever, resync_round
 
 
 def registry(*names: str) -> Objects:
@@ -196,3 +196,84 @@ def test_a_clean_unchanged_specserve_is_skipped_but_not_forever_and_any_change_e
         return skipped
 
     assert asyncio.run(rounds()) == [False, True, True, False, False, False]
+
+
+# ------------------------------------------------------------------------------- what the watch did not deliver
+
+
+def served(name: str, generation: int, rv: int, mem: float = 0.8, namespace: str = "llm") -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}", "generation": generation,
+                         "resourceVersion": str(rv)}, "spec": {"engine": {"memFractionStatic": mem}}}  # fmt: skip
+
+
+class SpecServeLister:
+    """A LIST of SpecServes as the API server answers it: without apiVersion and kind."""
+
+    def __init__(self, *items: dict[str, Any], error: KubeError | None = None) -> None:
+        self.items, self.error = list(items), error
+        self.calls: list[tuple[str, str | None, str | None]] = []
+
+    async def list_labelled(self, kind: Kind, namespace: str | None, label: str | None) -> list[dict[str, Any]]:
+        self.calls.append((kind.kind, namespace, label))
+        if self.error is not None:
+            raise self.error
+        return [i for i in self.items if namespace is None or i["metadata"]["namespace"] == namespace]
+
+
+def test_behind_is_a_newer_generation_not_a_status_write_nor_an_older_version() -> None:
+    held = served("a", 3, 100)
+    assert behind(held, served("a", 4, 120))
+    assert not behind(held, served("a", 3, 120))  # a status write: the watch's usual lag, no sign
+    assert not behind(held, served("a", 4, 90))  # older than what is held: never taken
+    assert not behind(held, served("a", 2, 130))
+
+
+def test_a_spec_change_the_watch_never_delivered_is_taken_from_the_list_and_the_round_reconciles_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch delivered generation 1 of `a` and then nothing (its stream open, bookmarks only); the API server
+    has generation 2. The round's LIST catches it up: the reconcile sees the new spec, from a body that names its
+    kind (owner references are built from it). `b` only had a status write since; `c` is not held (no state made
+    from a LIST: the watch's ADDED, and kopf's create handler, own that)."""
+    tracked = Objects()
+    for body in (served("a", 1, 10), served("b", 5, 11)):
+        tracked.observe(body)
+    kube = SpecServeLister(served("a", 2, 30, mem=0.76), served("b", 5, 31), served("c", 1, 32))
+
+    async def round_() -> tuple[list[ObjectState], dict[str, float]]:
+        caught = await catch_up(tracked, kube, ())
+        seen: dict[str, float] = {}
+
+        async def reconcile(item: ObjectState) -> None:
+            seen[name_of(item)] = item.body["spec"]["engine"]["memFractionStatic"]
+
+        await resync_round(tracked, reconcile)
+        return caught, seen
+
+    with caplog.at_level(logging.WARNING):
+        caught, seen = asyncio.run(round_())
+    assert [s.key for s in caught] == [("llm", "a")]
+    assert seen == {"a": 0.76, "b": 0.8}
+    a = tracked.named(("llm", "a"))
+    assert a is not None and a.body["kind"] == "SpecServe" and a.body["apiVersion"] == "specserve.io/v1alpha1"
+    b = tracked.named(("llm", "b"))
+    assert b is not None and b.body["metadata"]["resourceVersion"] == "11"
+    assert tracked.named(("llm", "c")) is None
+    assert kube.calls == [("SpecServe", None, None)]  # one LIST, every namespace
+    assert "the watch has not delivered llm/a generation 2 (it holds 1)" in caplog.text
+    # The next round finds nothing more to catch up.
+    assert asyncio.run(catch_up(tracked, kube, ())) == []
+
+
+def test_the_list_goes_to_each_watched_namespace_and_a_failed_list_spares_the_round(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tracked = Objects()
+    tracked.observe(served("a", 1, 10, namespace="one"))
+    kube = SpecServeLister(served("a", 2, 20, namespace="one"), served("z", 1, 21, namespace="other"))
+    assert [s.key for s in asyncio.run(catch_up(tracked, kube, ("one", "two")))] == [("one", "a")]
+    assert kube.calls == [("SpecServe", "one", None), ("SpecServe", "two", None)]
+    failing = SpecServeLister(error=KubeError(503, "GET specserves: etcdserver: request timed out"))
+    with caplog.at_level(logging.WARNING):
+        assert asyncio.run(catch_up(tracked, failing, ())) == []
+    assert "could not list SpecServes to check the watch" in caplog.text
