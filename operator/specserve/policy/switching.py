@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from specserve.api.models import Mode, SpecServe, Strategy
+from specserve.api.models import Mode, SpecServe, Strategy, Weights
 from specserve.policy.curves import ModeCurves, better_mode, crossover
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.reconfigure import decide_adaptive
 from specserve.policy.restart import decide_restart
 from specserve.policy.step import Step, hold
-from specserve.policy.traffic import decide_traffic, failover, weights_of
+from specserve.policy.traffic import decide_traffic, failover
 from specserve.policy.types import Action, Knobs, Pending, PendingKind, PolicyState, Sample, Verdict
 
 # Requests in flight across a SpecServe's pods: no deployment holds more. A larger reading is a broken or hostile
@@ -52,7 +52,7 @@ def initial_state(obj_or_knobs: SpecServe | Knobs, mode: Mode, now: float) -> Po
         rendered = obj_or_knobs.spec.switching.crossover_concurrency
     else:
         knobs, rendered = obj_or_knobs, obj_or_knobs.crossover
-    weights = weights_of(100 if mode is Mode.SPECULATIVE else 0) if knobs.strategy is Strategy.TRAFFIC_SPLIT else None
+    weights = Weights.all_on(mode) if knobs.strategy is Strategy.TRAFFIC_SPLIT else None
     adaptive = rendered if knobs.strategy is Strategy.ADAPTIVE else None
     return PolicyState(mode=mode, mode_since=now, weights=weights, adaptive_crossover=adaptive)
 

@@ -64,7 +64,7 @@ def weights_of(spec: int) -> Weights:
 def current_weights(state: PolicyState) -> Weights:
     if state.weights is not None:
         return state.weights
-    return weights_of(100 if state.mode is Mode.SPECULATIVE else 0)
+    return Weights.all_on(state.mode)
 
 
 def ready(knobs: Knobs, sample: Sample) -> tuple[int, int]:
