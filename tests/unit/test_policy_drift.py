@@ -8,7 +8,7 @@ import pytest
 
 from specserve.api.models import Mode
 from specserve.policy.drift import Cusum, step
-from specserve.policy.learning import CONFIDENT, Drift, Observation, learned_points, observe, start
+from specserve.policy.learning import CONFIDENT, Drift, Measurement, learned_points, observe, start
 from tests.unit.test_policy_learning import CALIBRATED, true_spec
 
 
@@ -49,13 +49,13 @@ def test_drift_resets_the_weighting_and_the_curve_relearns() -> None:
     for _ in range(200):  # learn the calibrated curve: confident
         x = rng.choice([2.0, 4.0, 8.0])
         learning = observe(
-            learning, CALIBRATED, [Observation(Mode.SPECULATIVE, x, CALIBRATED.speculative.at(x))], t
+            learning, CALIBRATED, [Measurement(Mode.SPECULATIVE, x, CALIBRATED.speculative.at(x))], t
         ).learning
         t += 15
     drifts: list[Drift] = []
     for _ in range(200):  # the curve drops 30 %
         x = rng.choice([2.0, 4.0, 8.0])
-        update = observe(learning, CALIBRATED, [Observation(Mode.SPECULATIVE, x, true_spec(x) * rng.gauss(1, 0.05))], t)
+        update = observe(learning, CALIBRATED, [Measurement(Mode.SPECULATIVE, x, true_spec(x) * rng.gauss(1, 0.05))], t)
         learning, t = update.learning, t + 15
         drifts += update.drifts
     assert len(drifts) == 1 and drifts[0].mode is Mode.SPECULATIVE and drifts[0].shift < 0

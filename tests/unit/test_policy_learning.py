@@ -16,7 +16,7 @@ from specserve.policy.learning import (
     SLEW_PER_HOUR,
     Drift,
     Learning,
-    Observation,
+    Measurement,
     coverage,
     effective,
     learned_points,
@@ -39,7 +39,7 @@ def true_spec(x: float) -> float:  # the pool now serves 30 % less than calibrat
 
 
 def run(
-    samples: list[Observation], step: float = 15.0, learning: Learning | None = None
+    samples: list[Measurement], step: float = 15.0, learning: Learning | None = None
 ) -> tuple[Learning, list[Drift]]:
     learning = learning or start(CALIBRATED)
     drifts: list[Drift] = []
@@ -50,12 +50,12 @@ def run(
     return learning, drifts
 
 
-def noisy(n: int, seed: int = 1, f: Callable[[float], float] = true_spec) -> list[Observation]:
+def noisy(n: int, seed: int = 1, f: Callable[[float], float] = true_spec) -> list[Measurement]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
         x = rng.choice([2.0, 4.0, 8.0, 16.0])  # grid points: the test compares at them
-        out.append(Observation(Mode.SPECULATIVE, x, f(x) * rng.gauss(1.0, 0.08)))
+        out.append(Measurement(Mode.SPECULATIVE, x, f(x) * rng.gauss(1.0, 0.08)))
     return out
 
 
@@ -82,8 +82,8 @@ def test_recovers_a_known_curve_from_noisy_samples() -> None:
 def test_ignores_a_burst_of_outliers() -> None:
     learning, _ = run(noisy(200))
     before, _ = learned_at(learning, Mode.SPECULATIVE, 4.0)
-    burst = [Observation(Mode.SPECULATIVE, 4.0, true_spec(4.0) * 10) for _ in range(2)]
-    burst += [Observation(Mode.SPECULATIVE, 4.0, 0.0) for _ in range(2)]
+    burst = [Measurement(Mode.SPECULATIVE, 4.0, true_spec(4.0) * 10) for _ in range(2)]
+    burst += [Measurement(Mode.SPECULATIVE, 4.0, 0.0) for _ in range(2)]
     mixed = noisy(40, seed=2)
     mixed[5:5] = burst[:2]
     mixed[20:20] = burst[2:]
@@ -121,10 +121,10 @@ def test_effective_moves_the_crossover_but_no_faster_than_the_slew_bound() -> No
 def test_accept_length_scales_the_whole_speculative_curve() -> None:
     learning = start(CALIBRATED)
     for i in range(60):
-        seen = [Observation(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0), accept_length=3.2)]
+        seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0), accept_length=3.2)]
         learning = observe(learning, CALIBRATED, seen, i * 15.0).learning
     for i in range(60, 120):  # accept length falls to 2.0; the pool serves 2.0/3.2 of what it did
-        seen = [Observation(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * 2.0 / 3.2, accept_length=2.0)]
+        seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * 2.0 / 3.2, accept_length=2.0)]
         learning = observe(learning, CALIBRATED, seen, i * 15.0).learning
     # Never observed at 32, yet scaled with the accept length.
     value, _ = learned_at(learning, Mode.SPECULATIVE, 32.0)
@@ -134,7 +134,7 @@ def test_accept_length_scales_the_whole_speculative_curve() -> None:
 def test_shape_is_non_decreasing() -> None:
     assert nondecreasing([1.0, 3.0, 2.0, 4.0]) == [1.0, 2.5, 2.5, 4.0]
     rng = random.Random(3)
-    wild = [Observation(Mode.BASELINE, rng.choice(XS), rng.uniform(0, 3000)) for _ in range(200)]
+    wild = [Measurement(Mode.BASELINE, rng.choice(XS), rng.uniform(0, 3000)) for _ in range(200)]
     learning, _ = run(wild)
     values = [r[2] for r in learned_points(CALIBRATED, learning, Mode.BASELINE)]
     assert values == sorted(values)
@@ -148,7 +148,7 @@ def test_observations_per_replica_and_adaptive_drafting_off() -> None:
         baseline=PoolSignal(ready_replicas=1, running=0.1, tokens_per_second=5.0),
     )
     (seen,) = observations(sample, Strategy.TRAFFIC_SPLIT)
-    assert seen == Observation(Mode.SPECULATIVE, 4.0, 400.0, 3.0)
+    assert seen == Measurement(Mode.SPECULATIVE, 4.0, 400.0, 3.0)
     off = Sample(
         0.0, 4.0, speculative=PoolSignal(ready_replicas=1, running=4.0, tokens_per_second=300.0, spec_num_steps=0.0)
     )

@@ -13,7 +13,7 @@ import pytest
 from specserve.api.models import Mode
 from specserve.api.validation import parse_object
 from specserve.policy.curves import ModeCurves, curves_from_spec
-from specserve.policy.learning import ACCEPT_CONFIRM, Learning, Observation, effective, learned_points, observe, start
+from specserve.policy.learning import ACCEPT_CONFIRM, Learning, Measurement, effective, learned_points, observe, start
 from tests.unit.test_policy_learning import CALIBRATED
 
 AT = 4.0  # where the pool serves
@@ -28,7 +28,7 @@ def rounds(curves: ModeCurves, accepts: list[float], factor: float = 1.0, learni
     t0 = learning.updated or 0.0
     for i, accept in enumerate(accepts):
         tokens = curves.speculative.at(AT) * factor * accept / MEASURED_AT
-        seen = [Observation(Mode.SPECULATIVE, AT, tokens, accept_length=accept)]
+        seen = [Measurement(Mode.SPECULATIVE, AT, tokens, accept_length=accept)]
         learning = observe(learning, curves, seen, t0 + (i + 1) * 15.0).learning
     return learning
 

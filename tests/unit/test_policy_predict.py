@@ -10,7 +10,7 @@ from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
 from specserve.api.validation import parse_object
 from specserve.policy.curves import ModeCurves, model_from_crossover
 from specserve.policy.knobs import knobs_from_spec
-from specserve.policy.learning import Observation, effective, observe
+from specserve.policy.learning import Measurement, effective, observe
 from specserve.policy.learning import start as start_learning
 from specserve.policy.predict import candidates, jitter, split_forecasts, tolerance
 from specserve.policy.switching import decide
@@ -271,7 +271,7 @@ def test_learned_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() -> No
     calibrated = profile_curves(ILLUSTRATIVE)
     learning = start_learning(calibrated)
     for i in range(120):  # the speculative pool serves 30 % less than calibrated at 77 in flight (2 h)
-        seen = [Observation(Mode.SPECULATIVE, 77.0, 0.7 * calibrated.rate(Mode.SPECULATIVE, 77.0))]
+        seen = [Measurement(Mode.SPECULATIVE, 77.0, 0.7 * calibrated.rate(Mode.SPECULATIVE, 77.0))]
         learning = observe(learning, calibrated, seen, i * 60.0).learning
     learned = effective(calibrated, learning)
     assert learned.rate(Mode.SPECULATIVE, 77.0) < 0.9 * calibrated.rate(Mode.SPECULATIVE, 77.0)

@@ -96,7 +96,9 @@ class Learning:
 
 
 @dataclass(frozen=True)
-class Observation:
+class Measurement:
+    """One pool's measured point on its mode's curve, per Ready replica (what the learning learns from)."""
+
     mode: Mode
     concurrency: float  # running requests per Ready replica
     tokens_per_second: float  # per Ready replica
@@ -154,10 +156,10 @@ def _at(values: Sequence[float], shares: list[tuple[int, float]]) -> float:
     return sum(values[i] * s for i, s in shares)
 
 
-def observations(sample: Sample, strategy: Strategy) -> tuple[Observation, ...]:
+def observations(sample: Sample, strategy: Strategy) -> tuple[Measurement, ...]:
     """What a sample says about the curves: per pool, tokens/s and running requests per Ready replica. Adaptive's
     one pool serves the baseline curve while its drafting is off (spec_num_steps == 0)."""
-    out: list[Observation] = []
+    out: list[Measurement] = []
     for signal, pool in ((sample.speculative, Mode.SPECULATIVE), (sample.baseline, Mode.BASELINE)):
         if signal is None:
             continue
@@ -168,7 +170,7 @@ def observations(sample: Sample, strategy: Strategy) -> tuple[Observation, ...]:
     return tuple(out)
 
 
-def _observation(signal: PoolSignal, mode: Mode) -> Observation | None:
+def _observation(signal: PoolSignal, mode: Mode) -> Measurement | None:
     """The decode throughput gauge where the engines export it (sampled with the running count), else the rate
     of generated tokens (counted as requests finish: noisy over a short window, the robust fit absorbs it)."""
     tokens = signal.gen_throughput if signal.gen_throughput is not None else signal.tokens_per_second
@@ -178,7 +180,7 @@ def _observation(signal: PoolSignal, mode: Mode) -> Observation | None:
     if per < MIN_RUNNING or not math.isfinite(tokens) or tokens < 0:
         return None
     accept = signal.accept_length if mode is Mode.SPECULATIVE else None
-    return Observation(mode, per, tokens / signal.ready_replicas, accept)
+    return Measurement(mode, per, tokens / signal.ready_replicas, accept)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def _decay(learned: ModeLearning, factor: float) -> ModeLearning:
     return replace(learned, points=tuple(replace(p, weight=p.weight * factor) for p in learned.points))
 
 
-def _accept(learning: Learning, seen: Iterable[Observation]) -> tuple[Learning, bool]:
+def _accept(learning: Learning, seen: Iterable[Measurement]) -> tuple[Learning, bool]:
     """This round's accept length (already a rate over the query window) if it is confirmed, and whether it is:
     near the one in use, or the median of ACCEPT_CONFIRM readings in a row that agree (the first ones included).
     Else it waits, and the one in use stands; so does the last one while no speculative pool serves."""
@@ -227,7 +229,7 @@ def _reference(learning: Learning, curves: ModeCurves) -> Learning:
     return learning.with_mode(Mode.SPECULATIVE, replace(learning.speculative, points=points))
 
 
-def _learn_one(learning: Learning, curves: ModeCurves, seen: Observation) -> tuple[Learning, Drift | None]:
+def _learn_one(learning: Learning, curves: ModeCurves, seen: Measurement) -> tuple[Learning, Drift | None]:
     calibrated = rate(curves.curve(seen.mode), seen.concurrency)
     if calibrated <= 0:
         return learning, None
@@ -280,7 +282,7 @@ def _slew(learning: Learning, dt: float) -> Learning:
     return out
 
 
-def observe(learning: Learning, curves: ModeCurves, seen: Iterable[Observation], now: float) -> Update:
+def observe(learning: Learning, curves: ModeCurves, seen: Iterable[Measurement], now: float) -> Update:
     """One round: decay, learn from each observation, test for drift, move the applied ratios."""
     seen = tuple(seen)
     dt = max(0.0, now - learning.updated) if learning.updated is not None else 0.0
