@@ -709,13 +709,21 @@ class Chaos:
 
         return undo
 
-    def _pods_lost(self, name: str, now: float) -> Callable[[], None] | None:
+    def _lost_pool(self, name: str) -> tuple[str, list[str], dict[str, int]] | None:
+        """The pool whose pods are lost: a Ready one, preferring one the route weights; with the Ready pools and the
+        weights it was chosen by."""
         weights = self.world.weights(name) or {}
         pools = [f"{name}-{s}" for s in ALL_POOLS if self.world.ready(f"{name}-{s}")]
         if not pools:
             return None
         weighted = [p for p in pools if weights.get(p, 0) > 0]
-        pool = self.rng.choice(weighted or pools)
+        return self.rng.choice(weighted or pools), pools, weights
+
+    def _pods_lost(self, name: str, now: float) -> Callable[[], None] | None:
+        chosen = self._lost_pool(name)
+        if chosen is None:
+            return None
+        pool, pools, weights = chosen
         self.detail = f"({pool}, {weights.get(pool, 0)}% of the route)"
         others_ready = any(self.world.ready(p) for p in pools if p != pool)
         self.api.lose_pods(NS, pool)
@@ -1044,12 +1052,10 @@ class ClusterChaos(Chaos):
                                          {"metadata": {"annotations": {self.fail_annotation: "true"}}})  # fmt: skip
 
     def _pods_lost(self, name: str, now: float) -> Callable[[], None] | None:
-        weights = self.world.weights(name) or {}
-        pools = [f"{name}-{s}" for s in ALL_POOLS if self.world.ready(f"{name}-{s}")]
-        if not pools:
+        chosen = self._lost_pool(name)
+        if chosen is None:
             return None
-        weighted = [p for p in pools if weights.get(p, 0) > 0]
-        pool = self.rng.choice(weighted or pools)
+        pool, pools, weights = chosen
         selector = self._selector(pool)
         if selector is None:
             return None
