@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TrafficSplit's headroom: what model-predictive controllers without the policy's knobs get from the same gauges.
 
-SpecServe's TrafficSplit policy is itself a predictive controller (policy/predict.py: a horizon of 6 turnovers of
+SpecServe's TrafficSplit policy is itself a predictive controller (policy/closed_loop.py: a horizon of 6 turnovers of
 the requests in flight, a tolerance of hysteresis x the demand's noise around its trend, the step bound, and the
 stabilization windows and min dwell at the 50/50 line). This script measures what its choices cost. Beside the
 usual rows it simulates the controllers it grew from, which read what the policy reads every evaluation (the
@@ -36,8 +36,8 @@ from numpy.typing import NDArray
 from specserve.api.curves import Curve
 from specserve.api.models import Strategy
 from specserve.api.validation import parse_object
+from specserve.policy.closed_loop import in_flight
 from specserve.policy.curves import ModeCurves
-from specserve.policy.traffic import in_flight
 from specserve.policy.types import Sample
 from specserve_tools.emulator.profile import load_profile
 from specserve_tools.simulate.cluster import Slo

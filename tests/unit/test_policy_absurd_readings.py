@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specserve.api.models import Mode, Strategy, Weights
-from specserve.policy.predict import jitter
+from specserve.policy.closed_loop import jitter
 from specserve.policy.switching import MAX_DEMAND, decide
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample
 from tests.unit.policy_helpers import ILLUSTRATIVE, knobs, profile_curves
-from tests.unit.test_policy_predict import observed
+from tests.unit.test_policy_closed_loop import observed
 
 CURVES = profile_curves(ILLUSTRATIVE)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from specserve.api.models import Mode, Strategy
+from specserve.policy.moves import weights_of
 from specserve.policy.pause import DecideFn, PausedDecide, is_paused
 from specserve.policy.switching import decide, initial_state
-from specserve.policy.traffic import weights_of
 from specserve.policy.types import Action
 from tests.unit.policy_helpers import ILLUSTRATIVE, knobs, profile_curves, sample
 

@@ -10,7 +10,7 @@ from specserve.policy.types import Knobs
 # seed deployment's measured 510 s. Overestimating only makes Restart switch later, never more often.
 DEFAULT_STARTUP_CAP_SECONDS = 600.0
 # spec.switching.minDwellSeconds and downStabilizationSeconds when unset. A Restart or Adaptive switch rolls pods;
-# a TrafficSplit one moves weights, and its closed loop (policy.predict) is calmed by the demand's noise: longer
+# a TrafficSplit one moves weights, and its closed loop (policy.closed_loop) is calmed by the demand's noise: longer
 # waits only delay it (docs/simulate.md: 96.4 % of the diurnal day's gain at 300 s, 97.1 % at 60 s).
 SLOW_SWITCH_SECONDS = 300
 WEIGHT_SWITCH_SECONDS = 60

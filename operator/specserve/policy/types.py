@@ -121,7 +121,7 @@ class PolicyState:
     forecast_error: float | None = None
     # Restart: the slack banked against the 2x bound (policy.forecast); in memory only, not in status
     forecast_ledger: Ledger = field(default_factory=Ledger)
-    # TrafficSplit: the last requests in flight read (policy.predict's noise); in memory only, not in status
+    # TrafficSplit: the last requests in flight read (policy.closed_loop's noise); in memory only, not in status
     recent_demand: tuple[float, ...] = ()
 
 

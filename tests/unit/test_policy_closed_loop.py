@@ -1,4 +1,4 @@
-"""TrafficSplit's closed loop (policy.predict, traffic.closed_loop): split_forecasts from the observed loads, the noise
+"""TrafficSplit's closed loop (policy.closed_loop): split_forecasts from the observed loads, the noise
 that calms it, and the knobs it honours (step bound, stabilization windows and min dwell across the 50/50 line)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from dataclasses import replace
 
 from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
 from specserve.api.validation import parse_object
+from specserve.policy.closed_loop import candidates, jitter, split_forecasts, tolerance
 from specserve.policy.curves import ModeCurves, model_from_crossover
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.learning import Measurement, effective, observe
 from specserve.policy.learning import start as start_learning
-from specserve.policy.predict import candidates, jitter, split_forecasts, tolerance
 from specserve.policy.switching import decide
 from specserve.policy.types import Action, Knobs, PolicyState, PoolSignal, Sample, Verdict
 from specserve_tools.simulate.cluster import Slo

@@ -1,5 +1,5 @@
-"""TrafficSplit's closed loop: predict what each weight serves from the requests the pools hold now, and move to
-the best one when its gain is larger than the demand's noise.
+"""TrafficSplit's closed loop (`closed_loop`): predict what each weight serves from the requests the pools hold
+now, and move to the best one when its gain is larger than the demand's noise.
 
 Weights set arrival shares; the requests in flight then move as weights.py's h(c): the speculative pool's load c
 grows by its arrivals and shrinks by its completions,
@@ -30,10 +30,23 @@ Until there are three readings (they live in memory: after an operator restart) 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from specserve.api.models import Mode, Rule, Weights
 from specserve.policy.curves import ModeCurves, rate
-from specserve.policy.split import SLO_MARGIN, served
+from specserve.policy.moves import (
+    beyond_step,
+    current_weights,
+    dominant,
+    dwelling,
+    ready,
+    set_weights,
+    show,
+    weights_of,
+)
+from specserve.policy.split import SLO_MARGIN, TOKENS_TIE, served
+from specserve.policy.step import Step, hold
+from specserve.policy.types import Knobs, Pending, PendingKind, PolicyState, PoolSignal, Sample
 
 HORIZON_TURNOVERS = 6.0
 TAIL_TURNOVERS = 6.0  # the settled rate's weight after the horizon (split_forecast)
@@ -186,3 +199,99 @@ def tolerance(hysteresis: float, readings: tuple[float, ...]) -> float:
 
 def remember(readings: tuple[float, ...], demand: float) -> tuple[float, ...]:
     return (*readings, demand)[-NOISE_READINGS:]
+
+
+def in_flight(signal: PoolSignal | None) -> float | None:
+    """A pool's observed requests in flight (running + queued); None: not observed, or no plausible count."""
+    if signal is None or signal.running is None:
+        return None
+    total = signal.running + (signal.queued or 0.0)
+    return total if math.isfinite(total) and total >= 0 else None
+
+
+def reachable(knobs: Knobs, state: PolicyState, w: Weights, spec_weight: int, now: float, crossing: bool) -> bool:
+    """Whether one evaluation may move the speculative weight from `w` to `spec_weight`: within the step bound, and
+    on the dominant pool's side of the 50/50 line unless `crossing` (its window has passed) and min dwell allow."""
+    if beyond_step(knobs, w, spec_weight):
+        return False
+    if dominant(weights_of(spec_weight)) is dominant(w):
+        return True
+    return crossing and not dwelling(knobs, state, now)
+
+
+def wanted_side(pending: Pending) -> Mode | None:
+    """The pool a pending wish (or advice) would make dominant; None: it wants no weights."""
+    return dominant(weights_of(pending.weight)) if pending.weight is not None else None
+
+
+def crossing_wish(knobs: Knobs, state: PolicyState, w: Weights, ideal: int, now: float) -> tuple[Pending | None, str]:
+    """The wish to move the dominant pool across the 50/50 line towards `ideal`, and what still holds it back
+    ("" once its stabilization window has passed). A wish on the same side as before keeps its start and its
+    first target (status is written only when the state changes)."""
+    side = dominant(weights_of(ideal))
+    if side is dominant(w):
+        return None, ""
+    previous = state.pending
+    if previous is not None and previous.since is not None and wanted_side(previous) is side:
+        wish = replace(previous, kind=PendingKind.WAITING)
+    else:
+        wish = Pending(PendingKind.WAITING, now, ideal)
+    window = knobs.up_stabilization if side is Mode.BASELINE else knobs.down_stabilization
+    waited = now - wish.since if wish.since is not None else 0.0
+    if waited >= window:
+        return wish, ""
+    return wish, f"towards {side} for {waited:.0f} s of the {window:.0f} s window"
+
+
+def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sample, where: str) -> Step | None:
+    """Both pools Ready and observed: the weight split_forecasts predicts to serve the most from the loads
+    the pools hold, among those one evaluation may reach (the step bound; across the 50/50 line only after the
+    direction's stabilization window and min dwell), when it gains more than the demand's noise. None: the
+    open-loop rules decide (a pool without a Ready replica or not observed)."""
+    now, slo = sample.time, knobs.tpot_slo
+    n_s, n_b = ready(knobs, sample)
+    c_s, c_b = in_flight(sample.speculative), in_flight(sample.baseline)
+    if n_s <= 0 or n_b <= 0 or c_s is None or c_b is None:
+        return None
+    w = current_weights(state)
+    readings = remember(state.recent_demand, c_s + c_b)
+    loads = f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight"
+    options = split_forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo)
+    if options is None:
+        return hold(replace(state, pending=None, recent_demand=readings), f"{loads}: weights {show(w)} stay")
+    ideal = best(options, w.speculative, slo)
+    wish, waiting = crossing_wish(knobs, state, w, ideal.weight, now)
+    held = replace(state, pending=wish, recent_demand=readings)
+    here = next(f for f in options if f.weight == w.speculative)
+    top = best([f for f in options if reachable(knobs, state, w, f.weight, now, not waiting)], w.speculative, slo)
+    # a move pays the demand's noise and the cost of a weight change (spec.switching.weightChangeCost)
+    gain, needed = top.gain_over(here, slo), max(tolerance(knobs.hysteresis, readings), knobs.weight_change_cost)
+    limits = ""
+    if ideal.weight != top.weight:
+        if beyond_step(knobs, w, ideal.weight):
+            why = f"step limited to {knobs.max_weight_step} points"
+        elif waiting:
+            why = waiting
+        else:
+            why = f"{dominant(w)} began {now - state.mode_since:.0f} s ago, min dwell {knobs.min_dwell:.0f} s"
+        limits = f" (best {show(weights_of(ideal.weight))}: {why})"
+    told = (
+        f"{loads}; over the next {HORIZON_TURNOVERS:g} turnovers weights {show(weights_of(top.weight))} serve "
+        f"{gain * 100:+.2f} % (the demand wanders {jitter(readings) * 100:.1f} % over {len(readings)} readings: "
+        f"a move needs {needed * 100:.2f} %)"
+    )
+    stay = f"{told}: weights {show(w)} stay"
+    if top.weight == w.speculative or gain <= FLOOR:
+        return hold(held, stay + limits)
+    if w.speculative in (0, 100) and gain < TOKENS_TIE:
+        # an idle pool starts serving only for a gain: a light load split onto a second pool gains a fraction of
+        # a percent on paper, and the requests sent there run slower (split.py's light-load rule)
+        return hold(held, f"{stay} (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
+    if gain <= needed:
+        everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
+        if gain <= max(ROBUST_GAIN, knobs.weight_change_cost) or not holds_across(*everywhere):
+            return hold(held, stay + limits)
+        told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
+    new = weights_of(top.weight)
+    after = replace(held, pending=None) if dominant(new) is not dominant(w) else held
+    return set_weights(held, after, new, now, f"{told}: weights {show(w)} -> {show(new)}{limits}", Rule.CLOSED_LOOP)
