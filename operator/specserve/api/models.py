@@ -334,6 +334,11 @@ class Toleration(Model):
 DEFAULT_TOLERATIONS = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),)
 
 
+class GpuSharing(StrEnum):
+    EXCLUSIVE = "Exclusive"  # each pod has its GPUs to itself: the two pools' capacities add up
+    SHARED = "Shared"  # the pools' pods share GPUs (time-slicing, MPS, or both packed on one device)
+
+
 class PlacementSpec(Model):
     gpus_per_pod: int = Field(default=1, ge=1, le=64, description="nvidia.com/gpu per pod.")
     gpu_product: str | None = Field(
@@ -346,6 +351,16 @@ class PlacementSpec(Model):
     node_selector: Labels = Field(default_factory=dict, description="Node labels the pods require.")
     tolerations: list[Toleration] = Field(default_factory=lambda: list(DEFAULT_TOLERATIONS), max_length=32)
     priority_class_name: str | None = Field(default=None, pattern=DNS_SUBDOMAIN_PATTERN)
+    gpu_sharing: GpuSharing = Field(
+        default=GpuSharing.EXCLUSIVE,
+        description=(
+            "Shared: the speculative and baseline pools' pods run on the same GPUs (time-slicing, MPS, or both on "
+            "one device), so their capacities do not add up and a split of the load serves less than either pool "
+            "alone. TrafficSplit then puts all the weight on the pool its curves say serves the demand best, in "
+            "one move (no step bound), and learns a pool's curve only while the other pool is idle. Set "
+            "engine memory fractions so both engines fit. Exclusive (default): one set of GPUs per pod."
+        ),
+    )
     sm120: bool | None = Field(
         default=None,
         description="Render SM120-safe engine settings; unset detects it from gpuProduct.",

@@ -42,6 +42,7 @@ from specserve.policy.moves import (
     ready,
     set_weights,
     show,
+    step_bound,
     weights_of,
 )
 from specserve.policy.split import SLO_MARGIN, TOKENS_TIE, served
@@ -119,20 +120,33 @@ def turnover_horizon(curves: ModeCurves, c_spec: float, demand: float, n_spec: i
     return HORIZON_TURNOVERS * demand / tokens if tokens > 0 and demand > 0 else None
 
 
-def candidates(spec_weight: int) -> list[int]:
+def candidates(spec_weight: int, shared: bool = False) -> list[int]:
+    """The weights one evaluation weighs. Pools on shared GPUs: the two extremes (and the weight in force), since
+    a split shares one capacity and serves less than the better pool alone."""
+    if shared:
+        return sorted({0, 100, spec_weight})
     near = range(max(0, spec_weight - SPAN), min(100, spec_weight + SPAN) + 1)
     return sorted({*range(0, 101, GRID), *near})
 
 
 def split_forecasts(
-    curves: ModeCurves, spec_weight: int, c_spec: float, c_base: float, n_spec: int, n_base: int, slo: float | None
+    curves: ModeCurves,
+    spec_weight: int,
+    c_spec: float,
+    c_base: float,
+    n_spec: int,
+    n_base: int,
+    slo: float | None,
+    shared: bool = False,
 ) -> list[SplitForecast] | None:
     """Every candidate's forecast from the observed loads; None when nothing is in flight or served."""
     demand = c_spec + c_base
     horizon = turnover_horizon(curves, c_spec, demand, n_spec, n_base)
     if horizon is None:
         return None
-    return [split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight)]
+    return [
+        split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight, shared)
+    ]
 
 
 def best(options: list[SplitForecast], spec_weight: int, slo: float | None) -> SplitForecast:
@@ -256,7 +270,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     w = current_weights(state)
     readings = remember(state.recent_demand, c_s + c_b)
     loads = f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight"
-    options = split_forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo)
+    options = split_forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo, knobs.shared_gpus)
     if options is None:
         return hold(replace(state, pending=None, recent_demand=readings), f"{loads}: weights {show(w)} stay")
     ideal = best(options, w.speculative, slo)
@@ -269,7 +283,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     limits = ""
     if ideal.weight != top.weight:
         if beyond_step(knobs, w, ideal.weight):
-            why = f"step limited to {knobs.max_weight_step} points"
+            why = f"step limited to {step_bound(knobs)} points"
         elif waiting:
             why = waiting
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specserve.api.models import SpecServe, Strategy
+from specserve.api.models import GpuSharing, SpecServe, Strategy
 from specserve.policy.types import Knobs
 
 # What one restart costs in lost serving time when the caller has not measured it from the pods' own last start.
@@ -28,6 +28,11 @@ def min_dwell_seconds(obj: SpecServe) -> int:
 
 def down_stabilization_seconds(obj: SpecServe) -> int:
     return _by_strategy(obj, obj.spec.switching.down_stabilization_seconds)
+
+
+def shares_gpus(obj: SpecServe) -> bool:
+    """TrafficSplit pools placed on the same GPUs (spec.placement.gpuSharing Shared)."""
+    return obj.spec.strategy is Strategy.TRAFFIC_SPLIT and obj.spec.placement.gpu_sharing is GpuSharing.SHARED
 
 
 def default_startup_seconds(obj: SpecServe) -> float:
@@ -58,4 +63,5 @@ def knobs_from_spec(obj: SpecServe, startup_seconds: float | None = None, tpot_s
         weight_change_cost=switching.weight_change_cost,
         # Restart rolls its one pool (pools.speculative): pods that start before old ones stop discount the cost.
         max_surge=spec.pools.speculative.max_surge if spec.strategy is Strategy.RESTART else 0,
+        shared_gpus=shares_gpus(obj),
     )

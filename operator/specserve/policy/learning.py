@@ -156,18 +156,31 @@ def _at(values: Sequence[float], shares: list[tuple[int, float]]) -> float:
     return sum(values[i] * s for i, s in shares)
 
 
-def observations(sample: Sample, strategy: Strategy) -> tuple[Measurement, ...]:
+def observations(sample: Sample, strategy: Strategy, shared_gpus: bool = False) -> tuple[Measurement, ...]:
     """What a sample says about the curves: per pool, tokens/s and running requests per Ready replica. Adaptive's
-    one pool serves the baseline curve while its drafting is off (spec_num_steps == 0)."""
+    one pool serves the baseline curve while its drafting is off (spec_num_steps == 0). Pools on shared GPUs: a
+    pool teaches its curve only while the other one is idle (each serves less while both run, which neither curve
+    describes)."""
     out: list[Measurement] = []
-    for signal, pool in ((sample.speculative, Mode.SPECULATIVE), (sample.baseline, Mode.BASELINE)):
-        if signal is None:
+    pairs = (
+        (sample.speculative, sample.baseline, Mode.SPECULATIVE),
+        (sample.baseline, sample.speculative, Mode.BASELINE),
+    )
+    for signal, other, pool in pairs:
+        if signal is None or (shared_gpus and busy(other)):
             continue
         drafting_off = strategy is Strategy.ADAPTIVE and signal.spec_num_steps == 0
         seen = _observation(signal, Mode.BASELINE if drafting_off else pool)
         if seen is not None:
             out.append(seen)
     return tuple(out)
+
+
+def busy(signal: PoolSignal | None) -> bool:
+    """Whether a pool may be serving: running requests read at MIN_RUNNING per Ready replica or more, or unread."""
+    if signal is None or signal.ready_replicas <= 0:
+        return False
+    return signal.running is None or signal.running >= MIN_RUNNING * signal.ready_replicas
 
 
 def _observation(signal: PoolSignal, mode: Mode) -> Measurement | None:

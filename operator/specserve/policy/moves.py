@@ -62,5 +62,11 @@ def dwelling(knobs: Knobs, state: PolicyState, now: float) -> bool:
     return state.last_switch is not None and now - state.mode_since < knobs.min_dwell
 
 
+def step_bound(knobs: Knobs) -> int:
+    """Points the speculative weight may move per evaluation; 0: unbounded. Pools on shared GPUs have one
+    capacity between them: every split between the extremes serves less than both, so a move goes in one step."""
+    return 0 if knobs.shared_gpus else knobs.max_weight_step
+
+
 def beyond_step(knobs: Knobs, w: Weights, spec_weight: int) -> bool:
-    return knobs.max_weight_step > 0 and abs(spec_weight - w.speculative) > knobs.max_weight_step
+    return step_bound(knobs) > 0 and abs(spec_weight - w.speculative) > step_bound(knobs)

@@ -25,6 +25,11 @@ In order, per evaluation:
    e. min dwell: the dominant mode (the pool with the larger weight; speculative at 50/50) changes at most once
       per minDwellSeconds (counted from the previous change; the first change has none before it); within it the
       weights may move up to the 50/50 boundary but not across.
+
+Pools on shared GPUs (spec.placement.gpuSharing Shared: time-slicing, MPS, one device under both) have one
+capacity between them, and a split serves less than the better pool alone (measured on one H200:
+docs/real-engine.md). There every rule weighs only the two extremes (closed_loop.candidates, weights.extreme_band),
+a move goes in one step (moves.step_bound), and min dwell holds the weights where they are instead of at 50/50.
 """
 
 from __future__ import annotations
@@ -42,11 +47,12 @@ from specserve.policy.moves import (
     ready,
     set_weights,
     show,
+    step_bound,
     weights_of,
 )
 from specserve.policy.step import Step, hold
 from specserve.policy.types import Knobs, Pending, PendingKind, PolicyState, Sample
-from specserve.policy.weights import MODE_GAIN, crossing_gain, settle, weight_band
+from specserve.policy.weights import MODE_GAIN, crossing_gain, extreme_band, settle, weight_band
 
 
 def failover(knobs: Knobs, state: PolicyState, sample: Sample) -> Step | None:
@@ -80,19 +86,23 @@ def pending_target(pending: Pending | None) -> int | None:
 def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, now: float) -> tuple[int, str]:
     """The speculative weight one evaluation may move to on its way to `target` (the step bound, then min dwell),
     and what limited it, worded for the reason."""
-    step = target.speculative - w.speculative
-    if knobs.max_weight_step > 0:
-        step = max(-knobs.max_weight_step, min(knobs.max_weight_step, step))
+    step, bound = target.speculative - w.speculative, step_bound(knobs)
+    if bound > 0:
+        step = max(-bound, min(bound, step))
     new_spec = w.speculative + step
     if dominant(weights_of(new_spec)) is not dominant(w) and dwelling(knobs, state, now):
-        line = SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
+        # shared GPUs: a split serves less than either pool alone, so the weights wait where they are
+        line = (
+            w.speculative if knobs.shared_gpus else SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
+        )
         began = now - state.mode_since
         return (
             line,
-            f", held at the 50/50 line: {dominant(w)} began {began:.0f} s ago (min dwell {knobs.min_dwell:.0f} s)",
+            f", held {'where they are' if knobs.shared_gpus else 'at the 50/50 line'}: {dominant(w)} began "
+            f"{began:.0f} s ago (min dwell {knobs.min_dwell:.0f} s)",
         )
     if new_spec != target.speculative:
-        return new_spec, f", step limited to {knobs.max_weight_step} points"
+        return new_spec, f", step limited to {bound} points"
     return new_spec, ""
 
 
@@ -142,7 +152,8 @@ def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: 
     predicted = closed_loop(knobs, curves, state, sample, where)
     if predicted is not None:
         return predicted
-    target, split, lo, hi = weight_band(curves, demand, n_s, n_b, knobs.hysteresis, knobs.tpot_slo)
+    banded = extreme_band if knobs.shared_gpus else weight_band
+    target, split, lo, hi = banded(curves, demand, n_s, n_b, knobs.hysteresis, knobs.tpot_slo)
     best = (
         f"best split {split.speculative:.1f}/{split.baseline:.1f} in flight serves {split.tokens_per_second:.0f} "
         f"tok/s, target weights {show(target)}"
@@ -160,7 +171,7 @@ def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: 
             f"{where}: {best}; weights {show(w)} are inside the dead band (speculative {band} for demand "
             f"x(1±{knobs.hysteresis:g})): holding",
         )
-    if dominant(target) is not dominant(w):
+    if dominant(target) is not dominant(w) and not knobs.shared_gpus:
         line = SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
         gain = crossing_gain(curves, line, target.speculative, demand, n_s, n_b, knobs.tpot_slo)
         if gain < MODE_GAIN:

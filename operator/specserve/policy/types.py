@@ -69,6 +69,7 @@ class Knobs:
     adaptive_explicit: bool = False  # spec.speculative.adaptiveConfig is set: the user's config, never re-rendered
     tpot_slo: float | None = None  # TPOT goal (s/token): TrafficSplit maximises goodput within it; None: tokens/s
     weight_change_cost: float = 0.0  # TrafficSplit: the least relative predicted gain one weight change must pay
+    shared_gpus: bool = False  # TrafficSplit: the pools share GPUs (placement.gpuSharing Shared): all weight on one
 
 
 @dataclass(frozen=True)

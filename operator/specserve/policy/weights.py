@@ -113,6 +113,28 @@ def weight_band(
     return goal, best_split(curves, demand, n_spec, n_base, slo), min(ws), max(ws)
 
 
+def better_extreme(
+    curves: ModeCurves, demand: float, n_spec: int, n_base: int, slo: float | None = None
+) -> tuple[int, Split]:
+    """Pools on shared GPUs: the speculative weight, 0 or 100, whose pool serves `demand` best alone (goodput,
+    then tokens/s; ties to speculation, the faster per request), and what it serves."""
+    all_spec, all_base = (served(curves, c, demand, n_spec, n_base, slo) for c in (demand, 0.0))
+    return (0, all_base) if better(all_base, all_spec) else (100, all_spec)
+
+
+def extreme_band(
+    curves: ModeCurves, demand: float, n_spec: int, n_base: int, hysteresis: float, slo: float | None = None
+) -> tuple[Weights, Split, int, int]:
+    """weight_band for pools on shared GPUs: the better extreme at D, and the range of those at D(1-h), D and
+    D(1+h) (0-100 when the band straddles the crossover: any weight is kept there)."""
+    goal, split = better_extreme(curves, demand, n_spec, n_base, slo)
+    ws = [goal] + [
+        better_extreme(curves, demand * factor, n_spec, n_base, slo)[0]
+        for factor in ((1 - hysteresis, 1 + hysteresis) if hysteresis > 0 else ())
+    ]
+    return Weights(speculative=goal, baseline=100 - goal), split, min(ws), max(ws)
+
+
 def crossing_gain(
     curves: ModeCurves, line: int, goal: int, demand: float, n_spec: int, n_base: int, slo: float | None = None
 ) -> float:

@@ -130,10 +130,12 @@ class Round:
     drifts: tuple[Drift, ...]
 
 
-def learn(learning: Learning, curves: ModeCurves, sample: Sample, strategy: Strategy, settled: bool) -> Round:
+def learn(
+    learning: Learning, curves: ModeCurves, sample: Sample, strategy: Strategy, settled: bool, shared_gpus: bool = False
+) -> Round:
     """One round. Only a settled SpecServe (no roll in flight, load known) teaches anything: a pool half rolled
     into the other mode serves neither curve."""
-    seen = observations(sample, strategy) if settled and sample.demand is not None else ()
+    seen = observations(sample, strategy, shared_gpus) if settled and sample.demand is not None else ()
     update = observe(learning, curves, seen, sample.time)
     return Round(update.learning, decision_curves(curves, update.learning, strategy), update.drifts)
 
@@ -200,11 +202,12 @@ def learning_round(
     strategy: Strategy,
     settled: bool,
     interval: float,
+    shared_gpus: bool = False,
 ) -> Learned:
     """One SpecServe's learning round, from the previous state (memory, else status) and this round's sample to
     the curves the policy decides with: the switching loop's and simulate's learned policy's one path."""
     learning = resume_learning(memory, saved, curves)
-    done = learn(learning, curves, sample, strategy, settled)
+    done = learn(learning, curves, sample, strategy, settled, shared_gpus)
     now = sample.time
     write = to_status(curves, done.learning, now) if worth_writing(saved, done.drifts, now, interval) else None
     return Learned(done, done.effective, write)

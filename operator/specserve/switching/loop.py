@@ -25,7 +25,7 @@ from specserve.kube.kinds import Kind
 from specserve.metrics.signal import Reading, failed
 from specserve.objects import Memory, Objects, ObjectState, Remembered
 from specserve.policy.curves import ModeCurves, crossover, curves_from_spec
-from specserve.policy.knobs import knobs_from_spec
+from specserve.policy.knobs import knobs_from_spec, shares_gpus
 from specserve.policy.pause import PausedDecide, is_paused
 from specserve.policy.types import Action, Knobs
 from specserve.status import read_status
@@ -204,7 +204,8 @@ class SwitchingLoop:
         sample = replace(got.reading.sample, time=now)
         interval = obj.spec.switching.evaluation_interval_seconds
         memory = state.loop.learning
-        return learning_round(memory, status.learning, curves, sample, obj.spec.strategy, settled, interval)
+        strategy, shared = obj.spec.strategy, shares_gpus(obj)
+        return learning_round(memory, status.learning, curves, sample, strategy, settled, interval, shared)
 
     async def _tell(self, state: ObjectState, obj: SpecServe, done: Evaluation, got: Gathered) -> None:
         ns, name = obj.metadata.namespace, obj.metadata.name

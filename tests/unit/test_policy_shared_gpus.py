@@ -1,0 +1,139 @@
+"""TrafficSplit with both pools on the same GPUs (spec.placement.gpuSharing Shared): one capacity between them, so
+the policy weighs only the extremes, moves in one step, waits out min dwell where it is, and learns a pool's curve
+only while the other one is idle. The curves are the H200's NGRAM-4 / plain shape (docs/real-engine.md): NGRAM
+2.6x faster at 1 in flight, plain ahead from about 40."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specserve.api.models import GpuSharing, Mode, Strategy, Weights
+from specserve.api.validation import parse_object
+from specserve.policy.closed_loop import candidates
+from specserve.policy.knobs import knobs_from_spec, shares_gpus
+from specserve.policy.learning import observations
+from specserve.policy.switching import decide
+from specserve.policy.types import Action, PolicyState, PoolSignal, Sample
+from tests.unit.policy_helpers import knobs, linear_curves, specserve
+
+H200 = linear_curves(
+    [(1, 560), (4, 2000), (16, 5000), (64, 7000), (128, 8000)],
+    [(1, 214), (4, 830), (16, 3000), (64, 9000), (128, 10500)],
+)
+CALM = {"evaluation_interval": 2.0, "up_stabilization": 0.0, "down_stabilization": 0.0, "min_dwell": 0.0}
+
+
+def state(spec_weight: int, since: float = -10_000.0) -> PolicyState:
+    mode = Mode.SPECULATIVE if spec_weight >= 50 else Mode.BASELINE
+    return PolicyState(
+        mode=mode, mode_since=since, weights=Weights(speculative=spec_weight, baseline=100 - spec_weight)
+    )
+
+
+def loads(t: float, c_spec: float | None, c_base: float | None) -> Sample:
+    demand = (c_spec or 0.0) + (c_base or 0.0)
+    return Sample(
+        time=t,
+        demand=demand,
+        speculative=PoolSignal(ready_replicas=1, running=c_spec, queued=0.0 if c_spec is not None else None),
+        baseline=PoolSignal(ready_replicas=1, running=c_base, queued=0.0 if c_base is not None else None),
+    )
+
+
+def settled(t: float, demand: float, now: PolicyState) -> Sample:
+    """The loads once the weights in force have settled (a crude plant: in flight in proportion to the weights)."""
+    w = now.weights or Weights(speculative=100, baseline=0)
+    return loads(t, demand * w.speculative / 100, demand * w.baseline / 100)
+
+
+def test_only_the_extremes_are_weighed_on_shared_gpus() -> None:
+    assert candidates(100, shared=True) == [0, 100]
+    assert candidates(37, shared=True) == [0, 37, 100]
+    assert len(candidates(100)) > 3  # exclusive pools weigh the whole range
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_high_load_on_the_speculative_pool_moves_all_of_it_in_one_step_only_when_shared(shared: bool) -> None:
+    k = knobs(**CALM, shared_gpus=shared)
+    verdict = decide(k, H200, state(100), loads(0.0, 128.0, 0.0))
+    assert verdict.action is Action.SET_WEIGHTS, verdict.reason
+    assert verdict.state.weights is not None
+    if shared:
+        assert verdict.state.weights.speculative == 0, verdict.reason
+    else:
+        # exclusive pools: a bounded step towards a split (the independent-capacity model)
+        assert verdict.state.weights.speculative == 75, verdict.reason
+
+
+def test_shared_gpus_come_back_to_speculation_in_one_step_at_low_load() -> None:
+    verdict = decide(knobs(**CALM, shared_gpus=True), H200, state(0), loads(0.0, 0.0, 4.0))
+    assert verdict.state.weights == Weights(speculative=100, baseline=0), verdict.reason
+
+
+def test_shared_gpus_never_settle_on_a_split_where_exclusive_pools_do() -> None:
+    """At 60 in flight the independent model splits the load (two pools' capacities add up); on shared GPUs the
+    weights stay on the better pool alone."""
+    exclusive = shared = state(0)
+    for i in range(12):
+        exclusive = decide(knobs(**CALM), H200, exclusive, settled(2.0 * i, 60.0, exclusive)).state
+        shared = decide(knobs(**CALM, shared_gpus=True), H200, shared, settled(2.0 * i, 60.0, shared)).state
+    assert exclusive.weights is not None and 0 < exclusive.weights.speculative < 100
+    assert shared.weights == Weights(speculative=0, baseline=100)
+
+
+def test_min_dwell_holds_shared_weights_where_they_are_not_at_the_50_50_line() -> None:
+    k = knobs(**{**CALM, "min_dwell": 60.0}, shared_gpus=True)
+    young = state(100, since=-10.0)
+    young = replace(young, last_switch=-10.0)
+    verdict = decide(k, H200, young, loads(0.0, 128.0, 0.0))
+    assert verdict.state.weights == Weights(speculative=100, baseline=0), verdict.reason
+    assert verdict.action is Action.HOLD
+
+
+def test_open_loop_rules_pick_an_extreme_on_shared_gpus() -> None:
+    """Loads per pool unread (an engine that exports no running count): the open-loop rules from the demand."""
+    blind = Sample(
+        time=0.0,
+        demand=120.0,
+        speculative=PoolSignal(ready_replicas=1),
+        baseline=PoolSignal(ready_replicas=1),
+    )
+    shared = decide(knobs(**CALM, shared_gpus=True), H200, state(100), blind)
+    assert shared.state.weights == Weights(speculative=0, baseline=100), shared.reason
+    exclusive = decide(knobs(**CALM), H200, state(100), blind)
+    assert exclusive.state.weights is not None and exclusive.state.weights.speculative == 75, exclusive.reason
+
+
+def test_a_pool_on_shared_gpus_teaches_its_curve_only_while_the_other_is_idle() -> None:
+    both = loads(0.0, 40.0, 30.0)
+    both = replace(
+        both,
+        speculative=replace(both.speculative, tokens_per_second=3000.0),  # type: ignore[arg-type]
+        baseline=replace(both.baseline, tokens_per_second=4000.0),  # type: ignore[arg-type]
+    )
+    assert {m.mode for m in observations(both, Strategy.TRAFFIC_SPLIT)} == {Mode.SPECULATIVE, Mode.BASELINE}
+    assert observations(both, Strategy.TRAFFIC_SPLIT, shared_gpus=True) == ()
+    alone = replace(both, baseline=replace(both.baseline, running=0.0))  # type: ignore[arg-type]
+    seen = observations(alone, Strategy.TRAFFIC_SPLIT, shared_gpus=True)
+    assert [m.mode for m in seen] == [Mode.SPECULATIVE]
+    unread = replace(both, baseline=replace(both.baseline, running=None))  # type: ignore[arg-type]
+    assert observations(unread, Strategy.TRAFFIC_SPLIT, shared_gpus=True) == ()  # unknown is not idle
+
+
+def test_gpu_sharing_reaches_the_knobs_for_traffic_split_only() -> None:
+    shared = specserve(Strategy.TRAFFIC_SPLIT, placement={"gpuSharing": "Shared"})
+    assert shared.spec.placement.gpu_sharing is GpuSharing.SHARED
+    assert shares_gpus(shared) and knobs_from_spec(shared).shared_gpus
+    assert not knobs_from_spec(specserve(Strategy.TRAFFIC_SPLIT)).shared_gpus
+    restart = specserve(Strategy.RESTART, placement={"gpuSharing": "Shared"})
+    assert not knobs_from_spec(restart).shared_gpus  # one pool: nothing to share with
+
+
+def test_a_misspelt_gpu_sharing_is_refused_with_the_field_and_the_choices() -> None:
+    body = specserve(Strategy.TRAFFIC_SPLIT).model_dump(by_alias=True, mode="json", exclude_none=True)
+    body["spec"]["placement"]["gpuSharing"] = "TimeSliced"
+    with pytest.raises(Exception) as err:
+        parse_object(body)
+    assert "gpuSharing" in str(err.value) and "Shared" in str(err.value)
