@@ -148,6 +148,7 @@ def test_server_still_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str
         (["--levels", "1,24", "--requests", "12"], "--requests (12) is below the largest level (24)"),
         (["--repeats", "4", "--max-repeats", "2"], "--max-repeats (2) must be >= --repeats (4)"),
         (["--ci-target", "1.5"], "--ci-target must be in [0, 1)"),
+        (["--length-spread", "1"], "--length-spread must be in [0, 1)"),
         (["--prompts", "/nonexistent/prompts.txt"], "cannot read the prompt file"),
     ],
 )
@@ -204,3 +205,43 @@ def test_repeats_without_scipy_fail_before_sending(
     # one window per level needs no interval: it goes on to the (unreachable) server
     assert _bench("http://127.0.0.1:9", tmp_path, "x", "--levels", "1", "--repeats", "1") == 1
     assert "cannot reach" in capsys.readouterr().err
+
+
+def _recording_app(asked: list[int]) -> web.Application:
+    """An OpenAI-compatible stub that streams as many tokens as each request's max_tokens, recording it."""
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "stub"}]})
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        n = int((await request.json())["max_tokens"])
+        asked.append(n)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for _ in range(n):
+            await resp.write(b'data: {"choices": [{"index": 0, "text": " tok"}]}\n\n')
+        await resp.write(b'data: {"choices": [], "usage": {"completion_tokens": %d}}\n\ndata: [DONE]\n\n' % n)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    return app
+
+
+def test_length_spread_desynchronizes_output_lengths_around_the_same_mean(tmp_path: Path) -> None:
+    """--length-spread 0.5 asks for 16-48 tokens around --max-tokens 32 (the mean unchanged); without it every
+    request asks for exactly 32, so a closed loop's workers run in lockstep."""
+    for spread, expect_fixed in (("0", True), ("0.5", False)):
+        asked: list[int] = []
+        with app_thread(_recording_app(asked)) as url:
+            code = _bench(url, tmp_path, f"spread{spread}", "--levels", "2", "--requests", "40", "--warmup", "0",
+                          "--repeats", "1", "--max-tokens", "32", "--api", "completions", "--length-spread", spread,
+                          "--no-plot")  # fmt: skip
+        assert code == 0
+        assert len(asked) >= 40
+        if expect_fixed:
+            assert set(asked) == {32}
+        else:
+            assert min(asked) >= 16 and max(asked) <= 48 and len(set(asked)) > 10
+            assert abs(sum(asked) / len(asked) - 32) < 2.5

@@ -6,6 +6,7 @@ only while the other one is idle. The curves are the H200's NGRAM-4 / plain shap
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,12 @@ H200 = linear_curves(
     [(1, 560), (4, 2000), (16, 5000), (64, 7000), (128, 8000)],
     [(1, 214), (4, 830), (16, 3000), (64, 9000), (128, 10500)],
 )
-CALM = {"evaluation_interval": 2.0, "up_stabilization": 0.0, "down_stabilization": 0.0, "min_dwell": 0.0}
+CALM: dict[str, Any] = {
+    "evaluation_interval": 2.0,
+    "up_stabilization": 0.0,
+    "down_stabilization": 0.0,
+    "min_dwell": 0.0,
+}
 
 
 def state(spec_weight: int, since: float = -10_000.0) -> PolicyState:
@@ -56,7 +62,7 @@ def test_only_the_extremes_are_weighed_on_shared_gpus() -> None:
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_high_load_on_the_speculative_pool_moves_all_of_it_in_one_step_only_when_shared(shared: bool) -> None:
-    k = knobs(**CALM, shared_gpus=shared)
+    k = knobs(Strategy.TRAFFIC_SPLIT, **CALM, shared_gpus=shared)
     verdict = decide(k, H200, state(100), loads(0.0, 128.0, 0.0))
     assert verdict.action is Action.SET_WEIGHTS, verdict.reason
     assert verdict.state.weights is not None
@@ -68,7 +74,7 @@ def test_high_load_on_the_speculative_pool_moves_all_of_it_in_one_step_only_when
 
 
 def test_shared_gpus_come_back_to_speculation_in_one_step_at_low_load() -> None:
-    verdict = decide(knobs(**CALM, shared_gpus=True), H200, state(0), loads(0.0, 0.0, 4.0))
+    verdict = decide(knobs(Strategy.TRAFFIC_SPLIT, **CALM, shared_gpus=True), H200, state(0), loads(0.0, 0.0, 4.0))
     assert verdict.state.weights == Weights(speculative=100, baseline=0), verdict.reason
 
 
@@ -77,14 +83,18 @@ def test_shared_gpus_never_settle_on_a_split_where_exclusive_pools_do() -> None:
     weights stay on the better pool alone."""
     exclusive = shared = state(0)
     for i in range(12):
-        exclusive = decide(knobs(**CALM), H200, exclusive, settled(2.0 * i, 60.0, exclusive)).state
-        shared = decide(knobs(**CALM, shared_gpus=True), H200, shared, settled(2.0 * i, 60.0, shared)).state
+        exclusive = decide(
+            knobs(Strategy.TRAFFIC_SPLIT, **CALM), H200, exclusive, settled(2.0 * i, 60.0, exclusive)
+        ).state
+        shared = decide(
+            knobs(Strategy.TRAFFIC_SPLIT, **CALM, shared_gpus=True), H200, shared, settled(2.0 * i, 60.0, shared)
+        ).state
     assert exclusive.weights is not None and 0 < exclusive.weights.speculative < 100
     assert shared.weights == Weights(speculative=0, baseline=100)
 
 
 def test_min_dwell_holds_shared_weights_where_they_are_not_at_the_50_50_line() -> None:
-    k = knobs(**{**CALM, "min_dwell": 60.0}, shared_gpus=True)
+    k = knobs(Strategy.TRAFFIC_SPLIT, **{**CALM, "min_dwell": 60.0}, shared_gpus=True)
     young = state(100, since=-10.0)
     young = replace(young, last_switch=-10.0)
     verdict = decide(k, H200, young, loads(0.0, 128.0, 0.0))
@@ -100,26 +110,27 @@ def test_open_loop_rules_pick_an_extreme_on_shared_gpus() -> None:
         speculative=PoolSignal(ready_replicas=1),
         baseline=PoolSignal(ready_replicas=1),
     )
-    shared = decide(knobs(**CALM, shared_gpus=True), H200, state(100), blind)
+    shared = decide(knobs(Strategy.TRAFFIC_SPLIT, **CALM, shared_gpus=True), H200, state(100), blind)
     assert shared.state.weights == Weights(speculative=0, baseline=100), shared.reason
-    exclusive = decide(knobs(**CALM), H200, state(100), blind)
+    exclusive = decide(knobs(Strategy.TRAFFIC_SPLIT, **CALM), H200, state(100), blind)
     assert exclusive.state.weights is not None and exclusive.state.weights.speculative == 75, exclusive.reason
 
 
 def test_a_pool_on_shared_gpus_teaches_its_curve_only_while_the_other_is_idle() -> None:
-    both = loads(0.0, 40.0, 30.0)
-    both = replace(
-        both,
-        speculative=replace(both.speculative, tokens_per_second=3000.0),  # type: ignore[arg-type]
-        baseline=replace(both.baseline, tokens_per_second=4000.0),  # type: ignore[arg-type]
-    )
+    def pools(c_base: float | None) -> Sample:
+        return Sample(
+            time=0.0,
+            demand=40.0 + (c_base or 0.0),
+            speculative=PoolSignal(ready_replicas=1, running=40.0, queued=0.0, tokens_per_second=3000.0),
+            baseline=PoolSignal(ready_replicas=1, running=c_base, queued=0.0, tokens_per_second=4000.0),
+        )
+
+    both = pools(30.0)
     assert {m.mode for m in observations(both, Strategy.TRAFFIC_SPLIT)} == {Mode.SPECULATIVE, Mode.BASELINE}
     assert observations(both, Strategy.TRAFFIC_SPLIT, shared_gpus=True) == ()
-    alone = replace(both, baseline=replace(both.baseline, running=0.0))  # type: ignore[arg-type]
-    seen = observations(alone, Strategy.TRAFFIC_SPLIT, shared_gpus=True)
+    seen = observations(pools(0.0), Strategy.TRAFFIC_SPLIT, shared_gpus=True)
     assert [m.mode for m in seen] == [Mode.SPECULATIVE]
-    unread = replace(both, baseline=replace(both.baseline, running=None))  # type: ignore[arg-type]
-    assert observations(unread, Strategy.TRAFFIC_SPLIT, shared_gpus=True) == ()  # unknown is not idle
+    assert observations(pools(None), Strategy.TRAFFIC_SPLIT, shared_gpus=True) == ()  # unknown is not idle
 
 
 def test_gpu_sharing_reaches_the_knobs_for_traffic_split_only() -> None:

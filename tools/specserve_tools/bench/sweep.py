@@ -34,10 +34,13 @@ class SweepPlan:
     repeats: int = 3  # measurement windows per level, at least (3: the fewest that give a usable t interval)
     max_repeats: int = 6  # at most, while the CI is wider than ci_target
     ci_target: float | None = 0.05  # relative CI half-width that ends a level early; None: exactly `repeats`
+    length_spread: float = 0.0  # output lengths spread +-this fraction around max_tokens (see `output_tokens`)
 
     def __post_init__(self) -> None:
         if self.repeats < 1 or self.max_repeats < self.repeats:
             raise ValueError(f"repeats must be >= 1 and <= max_repeats, got {self.repeats} and {self.max_repeats}")
+        if not 0 <= self.length_spread < 1:
+            raise ValueError(f"length_spread must be in [0, 1), got {self.length_spread}")
         if self.ci_target is not None and not 0 < self.ci_target < 1:
             raise ValueError(f"ci_target must be in (0, 1), got {self.ci_target}")
 
@@ -75,6 +78,24 @@ class LevelRun:
     samples: list[float] = field(default_factory=list)  # each closed window's tok/s (wall clock), for the stop
     problem: str | None = None
     last_error: str | None = None
+
+
+GOLDEN = 0.6180339887498949
+
+
+def output_tokens(max_tokens: int, spread: float, index: int) -> int:
+    """The output length of request `index`: max_tokens x a factor spread evenly over 1 +- spread (a golden-ratio
+    sequence: every window of requests sees the whole range, and the mean stays max_tokens). Fixed lengths keep
+    a closed loop's workers in lockstep (they start, prefill and finish together), which flatters an engine that
+    runs each prefill apart from the decode batch; spread lengths desynchronize them, as production arrivals are."""
+    if spread <= 0:
+        return max_tokens
+    return max(1, round(max_tokens * (1 - spread + 2 * spread * ((index * GOLDEN) % 1.0))))
+
+
+def sized(endpoint: Endpoint, spread: float, index: int) -> Endpoint:
+    tokens = output_tokens(endpoint.max_tokens, spread, index)
+    return endpoint if tokens == endpoint.max_tokens else replace(endpoint, max_tokens=tokens)
 
 
 def parse_levels(text: str) -> list[int]:
@@ -117,7 +138,8 @@ async def run_level(
         while not done.is_set():
             rec = RequestRecord(start=clock())
             run.records.append(rec)
-            await stream_one(session, endpoint, prompts[next(prompt_counter) % len(prompts)], rec)
+            index = next(prompt_counter)
+            await stream_one(session, sized(endpoint, plan.length_spread, index), prompts[index % len(prompts)], rec)
             if done.is_set():
                 return
             callbacks.request_done(rec.ok)

@@ -59,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-tokens", type=int, default=256, help="max output tokens per request")
     parser.add_argument("--ignore-eos", action="store_true", help="ask for fixed-length outputs (SGLang/vLLM)")
+    parser.add_argument(
+        "--length-spread",
+        type=float,
+        default=0.0,
+        help="spread output lengths evenly over max-tokens x (1 +- F), mean unchanged, 0 <= F < 1 (default 0): "
+        "desynchronizes the workers, whose fixed-length requests otherwise start and finish in lockstep",
+    )
     parser.add_argument("--api", choices=["chat", "completions"], default="chat")
     parser.add_argument("--prompts", metavar="FILE", help="prompt file (lines, JSON lines or a JSON list)")
     parser.add_argument("--label", help="curve label, e.g. speculative or baseline (default: from the server)")
@@ -114,6 +121,8 @@ def _check_args(args: argparse.Namespace) -> SweepPlan:
     ):
         if fvalue is not None and fvalue <= 0:
             raise ValueError(f"{flag} must be > 0, got {fvalue:g}")
+    if not 0 <= args.length_spread < 1:
+        raise ValueError(f"--length-spread must be in [0, 1) (a fraction of --max-tokens), got {args.length_spread:g}")
     if not 0 <= args.ci_target < 1:
         raise ValueError(f"--ci-target must be in [0, 1) (a fraction of the mean), got {args.ci_target:g}")
     # --repeats 1 alone is the old single window (no CI); otherwise up to 6 windows while the CI is too wide
@@ -138,6 +147,7 @@ def _check_args(args: argparse.Namespace) -> SweepPlan:
         repeats=args.repeats,
         max_repeats=max_repeats,
         ci_target=args.ci_target or None,
+        length_spread=args.length_spread,
     )
 
 
