@@ -67,6 +67,7 @@ MEMORY_TAKEN = r"KV Cache is allocated|Capture cuda graph begin"
 MEM_FRACTIONS = (0.40, 0.82)  # cumulative, in start order: SGLang's fraction is of the whole GPU
 TEMPERATURE_SAMPLED = 0.7
 MAX_TOKENS = 128
+LENGTH_SPREAD = 0.5  # bench --length-spread for the calibration
 TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
 POLICIES = ("specserve", "baseline", "speculative", "split")
 # What a user may tune, set for phases of tens of seconds (docs/real-engine.md, "The loop on real engines"): an
@@ -94,11 +95,14 @@ def log(*parts: object) -> None:
 # ------------------------------------------------------------------------------------------------ the SpecServe
 
 
-def specserve_doc(example: Path, curves: dict[str, Any] | None) -> dict[str, Any]:
-    """The example made the loop's SpecServe: NGRAM-4 vs plain, TrafficSplit, Direct metrics, fast knobs."""
+def specserve_doc(example: Path, curves: dict[str, Any] | None, gpu_sharing: str = "Shared") -> dict[str, Any]:
+    """The example made the loop's SpecServe: NGRAM-4 vs plain, TrafficSplit, Direct metrics, fast knobs; both
+    pools' pods on the one GPU, declared as such (placement.gpuSharing Shared: a split serves less than either
+    pool alone there, measured in the second session)."""
     doc: dict[str, Any] = yaml.safe_load(example.read_text())
     doc["metadata"] = {"name": NAME, "namespace": NAMESPACE}
     spec = doc["spec"]
+    spec["placement"] = {**(spec.get("placement") or {}), "gpuSharing": gpu_sharing}
     spec["speculative"] = {"algorithm": "NGRAM", "numDraftTokens": 4}
     spec["engine"]["maxRunningRequests"] = 128
     spec["engine"]["startupTimeoutSeconds"] = 600
@@ -502,18 +506,24 @@ async def calibrate(hosts: dict[str, str], doc: dict[str, Any], out: Path) -> tu
     bench_dir = out / "bench"
     bench_dir.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {}
-    files = {}
-    for role, host in hosts.items():
-        argv = [sys.executable, "-m", "specserve_tools", "bench", "--url", f"http://{host}:{ENGINE_PORT}",
-                "--levels", "1,4,16,64,128", "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--api",
-                "completions", "--repeats", "1", "--label", role, "--name", role, "--output-dir", str(bench_dir),
-                "--no-plot", "--quiet"]  # fmt: skip
-        t = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-        record[f"bench_{role}"] = {"argv": argv, "rc": proc.returncode, "seconds": round(time.monotonic() - t, 1),
-                                   "stderr": proc.stderr[-2000:]}  # fmt: skip
-        files[role] = bench_dir / f"{role}.json"
-        log(f"bench {role}: rc {proc.returncode} in {time.monotonic() - t:.0f} s")
+    # Spread output lengths (mean MAX_TOKENS): fixed ones keep bench's workers in lockstep, one prefill batch per
+    # wave, and flattered NGRAM by ~30 % at 128 in flight against the live clients (second session). The lockstep
+    # sweep runs after, for the record only.
+    for name, spread in (("", LENGTH_SPREAD), ("-lockstep", 0.0)):
+        for role, host in hosts.items():
+            argv = [sys.executable, "-m", "specserve_tools", "bench", "--url", f"http://{host}:{ENGINE_PORT}",
+                    "--levels", "1,4,16,64,128", "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--api",
+                    "completions", "--repeats", "1", "--length-spread", str(spread), "--label", role, "--name",
+                    role + name, "--output-dir", str(bench_dir), "--no-plot", "--quiet"]  # fmt: skip
+            t = time.monotonic()
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+            record[f"bench{name}_{role}"] = {"argv": argv, "rc": proc.returncode,
+                                             "seconds": round(time.monotonic() - t, 1),
+                                             "stderr": proc.stderr[-2000:],
+                                             "curve": bench_points(bench_dir / f"{role}{name}.json")
+                                             if proc.returncode == 0 else None}  # fmt: skip
+            log(f"bench{name} {role}: rc {proc.returncode} in {time.monotonic() - t:.0f} s")
+    files = {role: bench_dir / f"{role}.json" for role in hosts}
     spec_file = out / "specserve-calibrated.yaml"
     spec_file.write_text(yaml.safe_dump(doc))
     argv = [sys.executable, "-m", "specserve_tools", "calibrate", str(files["speculative"]), str(files["baseline"]),
@@ -773,7 +783,7 @@ async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
     demo = Demo(opts, sup, workdir, aiohttp.ClientSession())
     stop = asyncio.Event()
     curves = json.loads(args.curves.read_text()) if args.curves else None
-    doc = specserve_doc(args.example, curves)
+    doc = specserve_doc(args.example, curves, args.gpu_sharing)
     deadline = T0 + args.deadline
     model = doc["spec"]["model"].get("servedName") or doc["spec"]["model"]["path"]
     try:
@@ -865,8 +875,10 @@ async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res:
         if time.monotonic() + need + reserve > deadline:
             res.not_run.append(f"{policy}: {need:.0f} s needed, {deadline - reserve - time.monotonic():.0f} s left")
             continue
-        with step(f"policy {policy}"):
-            res.policies[policy] = await run_policy(demo, api, policy, pins[policy], stages, model)
+        runs = sum(k.split("#")[0] == policy for k in res.policies)
+        key = f"{policy}#{runs + 1}" if runs else policy  # a repeated policy: its second run is policy#2
+        with step(f"policy {key}"):
+            res.policies[key] = await run_policy(demo, api, policy, pins[policy], stages, model)
             demo.check()
         save(res, out)
     res.switching["final_status"] = await read_status(api)
@@ -881,6 +893,8 @@ def main() -> int:
     parser.add_argument("--curves", type=Path, help="switching fields from an earlier calibration (skip bench)")
     parser.add_argument("--ramp-seconds", type=float, default=120.0, help="each of the two halves (greedy, drift)")
     parser.add_argument("--peak", type=int, default=128)
+    parser.add_argument("--gpu-sharing", choices=["Shared", "Exclusive"], default="Shared",
+                        help="spec.placement.gpuSharing of the SpecServe (its pods share the one GPU)")  # fmt: skip
     parser.add_argument("--deadline", type=float, default=520.0, help="seconds for the whole run")
     parser.add_argument("--ready-timeout", type=float, default=420.0)
     parser.add_argument("--no-validate", action="store_true", help="the fake API without schema validation")

@@ -20,7 +20,7 @@ LOOP = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "loop.py"
 def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "FAKE_ENGINE": "h200-llama31-8b-ngram4-dummy"}
-    argv = [sys.executable, str(LOOP), "--out", str(out), "--ramp-seconds", "16", "--peak", "24",
+    argv = [sys.executable, str(LOOP), "--out", str(out), "--ramp-seconds", "16", "--peak", "64",
             "--policies", "specserve,baseline", "--ready-timeout", "120", "--deadline", "400"]  # fmt: skip
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=480, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -32,13 +32,18 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
         assert any(s.startswith("--host 0.0.0.0 -> 127.0.") for s in pod["substituted"])
     spec_argv = next(p["argv"] for p in result["pods"].values() if "-spec-" in p["pod"])
     assert spec_argv[spec_argv.index("--speculative-algorithm") + 1] == "NGRAM"
-    # calibrated as a user would: bench on both pools, calibrate wrote curves the SpecServe now holds
+    # calibrated as a user would: bench on both pools (output lengths spread; the lockstep sweep recorded beside
+    # it), calibrate wrote curves the SpecServe now holds
     assert result["calibration"]["calibrate"]["rc"] == 0
+    assert "--length-spread" in result["calibration"]["bench_speculative"]["argv"]
+    assert result["calibration"]["bench-lockstep_baseline"]["curve"]
     assert result["switching"]["curves"]["speculative"] and result["switching"]["curves"]["baseline"]
-    # the operator read the live pods through Direct and moved the weights; the static run stayed pinned
+    # the operator read the live pods through Direct and moved the weights: the pools share the GPU
+    # (placement.gpuSharing Shared), so all of the weight went to one pool or the other, each in one step, past the
+    # crossover (~24 in flight) and back; the static run stayed pinned
     loop = result["policies"]["specserve"]
     weights = {row["weights"].get("speculative") for row in loop["timeline"] if row["weights"]}
-    assert len(weights) > 1, weights
+    assert weights == {0, 100}, weights
     assert any(row.get("load") for row in loop["timeline"])
     static = result["policies"]["baseline"]
     assert {row["weights"].get("speculative") for row in static["timeline"]} == {0}
