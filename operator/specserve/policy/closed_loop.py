@@ -129,6 +129,28 @@ def candidates(spec_weight: int, shared: bool = False) -> list[int]:
     return sorted({*range(0, 101, GRID), *near})
 
 
+def shared_forecasts(
+    curves: ModeCurves, spec_weight: int, demand: float, n_spec: int, n_base: int, slo: float | None
+) -> list[SplitForecast]:
+    """Pools on shared GPUs: what each candidate serves once settled at the total demand, the device's time
+    shared by the work: a token costs 1/R of the rate R its pool serves the demand at alone, so a token share w
+    serves 1 / (w/R_s + (1-w)/R_b) (each extreme: its pool alone). No transient: moving requests between pools
+    on one device frees no capacity, and the independent pools' flow (split_forecast) counts both pools serving
+    while the requests move, which made every move look like a gain: on one H200 the weights flapped between
+    0/100 and 100/0 every 4-6 s at 120 in flight (docs/real-engine.md, third session)."""
+    alone_s = served(curves, demand, demand, n_spec, n_base, slo)
+    alone_b = served(curves, 0.0, demand, n_spec, n_base, slo)
+    out = []
+    for weight in candidates(spec_weight, shared=True):
+        w = weight / 100
+        cost = sum(part / alone.tokens_per_second if alone.tokens_per_second > 0 else math.inf
+                   for part, alone in ((w, alone_s), (1 - w, alone_b)) if part > 0)  # fmt: skip
+        tokens = 1 / cost if 0 < cost < math.inf else 0.0
+        within = w * (alone_s.goodput > 0) + (1 - w) * (alone_b.goodput > 0)
+        out.append(SplitForecast(weight, tokens * within, tokens))
+    return out
+
+
 def split_forecasts(
     curves: ModeCurves,
     spec_weight: int,
@@ -144,6 +166,8 @@ def split_forecasts(
     horizon = turnover_horizon(curves, c_spec, demand, n_spec, n_base)
     if horizon is None:
         return None
+    if shared:
+        return shared_forecasts(curves, spec_weight, demand, n_spec, n_base, slo)
     return [
         split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight, shared)
     ]
@@ -191,6 +215,7 @@ def holds_across(
     n_base: int,
     slo: float | None,
     readings: tuple[float, ...],
+    shared: bool = False,
 ) -> bool:
     """Whether `target` serves more than `spec_weight` (by ROBUST_GAIN) from the observed loads scaled to the
     plausible demands either side of them (the caller has the gain at the observed loads): a move that gains
@@ -201,7 +226,13 @@ def holds_across(
         horizon = turnover_horizon(curves, s, s + b, n_spec, n_base)
         if horizon is None:
             return False
-        here, there = (split_forecast(curves, w, s, s + b, n_spec, n_base, slo, horizon) for w in (spec_weight, target))
+        if shared:
+            by_weight = {f.weight: f for f in shared_forecasts(curves, spec_weight, s + b, n_spec, n_base, slo)}
+            here, there = by_weight[spec_weight], by_weight[target]
+        else:
+            here, there = (
+                split_forecast(curves, w, s, s + b, n_spec, n_base, slo, horizon) for w in (spec_weight, target)
+            )
         if there.gain_over(here, slo) <= ROBUST_GAIN:
             return False
     return True
@@ -302,7 +333,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
         # a percent on paper, and the requests sent there run slower (split.py's light-load rule)
         return hold(held, f"{stay} (leaving a pool idle needs {TOKENS_TIE * 100:g} %)")
     if gain <= needed:
-        everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings)
+        everywhere = (curves, w.speculative, top.weight, c_s, c_b, n_s, n_b, slo, readings, knobs.shared_gpus)
         if gain <= max(ROBUST_GAIN, knobs.weight_change_cost) or not holds_across(*everywhere):
             return hold(held, stay + limits)
         told += f", and more than {ROBUST_GAIN * 100:g} % at every demand the noise leaves plausible"
