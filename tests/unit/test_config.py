@@ -219,7 +219,7 @@ class Gated:
             await self.gate.wait()
             return Outcome()
 
-        monkeypatch.setattr("specserve.dispatch.reconcile", fake_reconcile)
+        monkeypatch.setattr("specserve.dispatch.lanes.reconcile", fake_reconcile)
 
     @staticmethod
     def handlers() -> dict[str, Callable[..., Coroutine[Any, Any, None]]]:

@@ -8,10 +8,12 @@ import math
 from dataclasses import replace
 
 from specserve.api.curves import Curve
-from specserve.api.models import Mode, SpecServeStatus, Strategy, Weights
+from specserve.api.models import Mode, Rule, SpecServeStatus, Strategy, Weights
+from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.reconfigure import DRAFT_ALWAYS, DRAFT_NEVER
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample
+from specserve.reconcile.target import target
 from specserve.switching.state import from_status as resumed_state
 from specserve.switching.state import to_status as saved_state
 from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample, specserve
@@ -190,3 +192,16 @@ def test_initial_state_from_a_specserve() -> None:
 def test_every_verdict_carries_the_demand_and_the_evaluation_time() -> None:
     v = decide(knobs(), CURVES, initial_state(knobs(), Mode.SPECULATIVE, 0.0), sample(30.0, 12.5))
     assert v.demand == 12.5 and v.state.last_evaluation == 30.0
+
+
+def test_a_traffic_split_whose_initial_pool_has_no_replicas_starts_on_the_served_weights_with_no_failover() -> None:
+    """Render routes everything to the other pool when the initial mode's pool has no replicas (a pool with no
+    replicas never gets traffic); the policy's first state must hold the same weights, or its first decision is a
+    failover off a pool that never served (recorded in status.lastDecision and counted as a failover)."""
+    for mode, empty, ready in ((Mode.SPECULATIVE, "speculative", (0, 1)), (Mode.BASELINE, "baseline", (1, 0))):
+        obj = specserve(Strategy.TRAFFIC_SPLIT, {"initialMode": mode.value}, pools={empty: {"replicas": 0}})
+        state = initial_state(obj, mode, 0.0)
+        assert state.weights == target(obj, SpecServeStatus()).weights  # what the reconcile serves before it
+        verdict = decide(knobs_from_spec(obj), None, state, sample(15.0, 2.0, *ready))
+        assert verdict.action is Action.HOLD and verdict.rule is not Rule.FAILOVER, verdict.reason
+        assert verdict.state.weights == state.weights

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from specserve import dispatch, telemetry
+from specserve import telemetry
 from specserve.config import OperatorConfig
-from specserve.dispatch import KUBE, Dispatcher
+from specserve.dispatch import KUBE, Dispatcher, lanes, loops
 from specserve.kube.kinds import Kind
 from specserve.reconcile import Outcome
 
@@ -70,8 +70,8 @@ def test_a_spec_change_the_watch_never_delivered_is_reconciled_by_the_next_resyn
         reconciled.append((body["kind"], body["spec"]["engine"]["memFractionStatic"]))
         return Outcome()
 
-    monkeypatch.setattr(dispatch, "reconcile", reconcile)
-    monkeypatch.setattr(dispatch, "SwitchingLoop", Idle)
+    monkeypatch.setattr(lanes, "reconcile", reconcile)
+    monkeypatch.setattr(loops, "SwitchingLoop", Idle)
     before = stale("llm", "llama")
 
     async def main() -> None:

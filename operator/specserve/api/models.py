@@ -660,6 +660,17 @@ class Weights(Model):
         spec = 100 if mode is Mode.SPECULATIVE else 0
         return cls(speculative=spec, baseline=100 - spec)
 
+    @classmethod
+    def served(cls, mode: Mode, speculative_replicas: int, baseline_replicas: int) -> Weights:
+        """What the route serves in `mode` before any decision (render, and the policy's first state): all of it
+        on that mode's pool, unless that pool has no replicas and the other has (a pool with no replicas never
+        gets traffic)."""
+        if mode is Mode.SPECULATIVE and speculative_replicas == 0 and baseline_replicas > 0:
+            return cls.all_on(Mode.BASELINE)
+        if mode is Mode.BASELINE and baseline_replicas == 0 and speculative_replicas > 0:
+            return cls.all_on(Mode.SPECULATIVE)
+        return cls.all_on(mode)
+
 
 class PoolLoad(Model):
     """One pool's load as the switching loop last recorded it (unset: unknown)."""

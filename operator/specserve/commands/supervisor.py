@@ -23,6 +23,7 @@ from aiohttp import web
 
 from specserve import handlers, telemetry
 from specserve.config import OperatorConfig, kopf_settings
+from specserve.dispatch import KUBE
 from specserve.kube.client import KubeClient
 from specserve.kube.lease import LeaseElector, PresenceGuard
 from specserve.reconcile.failover import fail_over_everywhere
@@ -76,7 +77,7 @@ async def _operate(
         namespaces=config.namespaces,
         liveness_endpoint=config.liveness_endpoint,
         # Every object's memo is a shallow copy of this one: they share the client and the reconcile slots.
-        memo=kopf.Memo({"kube": kube, MEMO_KEY: Slots(config.max_concurrent_reconciles)}),
+        memo=kopf.Memo({KUBE: kube, MEMO_KEY: Slots(config.max_concurrent_reconciles)}),
         stop_flag=stop_flag,
     )
 

@@ -45,14 +45,18 @@ def unknown_why(sample: Sample) -> str:
 
 
 def initial_state(obj_or_knobs: SpecServe | Knobs, mode: Mode, now: float) -> PolicyState:
-    """The state before the first decision: `mode` since `now`; TrafficSplit with all weight on that mode's
-    pool; Adaptive remembering the crossover the first rendered config came from (spec crossoverConcurrency)."""
+    """The state before the first decision: `mode` since `now`; TrafficSplit with the weights the route serves
+    (all on that mode's pool, unless it has no replicas); Adaptive remembering the crossover the first rendered
+    config came from (spec crossoverConcurrency)."""
     if isinstance(obj_or_knobs, SpecServe):
         knobs = knobs_from_spec(obj_or_knobs)
         rendered = obj_or_knobs.spec.switching.crossover_concurrency
     else:
         knobs, rendered = obj_or_knobs, obj_or_knobs.crossover
-    weights = Weights.all_on(mode) if knobs.strategy is Strategy.TRAFFIC_SPLIT else None
+    # What the reconcile serves before the first decision: a pool with no replicas gets none (else the first
+    # evaluation would fail over off a pool that never served).
+    split = knobs.strategy is Strategy.TRAFFIC_SPLIT
+    weights = Weights.served(mode, knobs.speculative_replicas, knobs.baseline_replicas) if split else None
     adaptive = rendered if knobs.strategy is Strategy.ADAPTIVE else None
     return PolicyState(mode=mode, mode_since=now, weights=weights, adaptive_crossover=adaptive)
 

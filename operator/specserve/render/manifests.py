@@ -103,15 +103,9 @@ def image_of(spec: SpecServeSpec) -> str:
 
 
 def weights(obj: SpecServe, mode: Mode) -> Weights:
-    """HTTPRoute weights in `mode`; a pool with no replicas never gets traffic."""
-    spec = obj.spec
-    want_spec = mode == Mode.SPECULATIVE
-    spec_up, base_up = spec.pools.speculative.replicas > 0, spec.pools.baseline.replicas > 0
-    if want_spec and not spec_up and base_up:
-        want_spec = False
-    elif not want_spec and not base_up and spec_up:
-        want_spec = True
-    return Weights.all_on(Mode.SPECULATIVE if want_spec else Mode.BASELINE)
+    """HTTPRoute weights in `mode`; a pool with no replicas never gets traffic (Weights.served)."""
+    pools = obj.spec.pools
+    return Weights.served(mode, pools.speculative.replicas, pools.baseline.replicas)
 
 
 def owner_reference(obj: SpecServe) -> dict[str, Any] | None:

@@ -92,7 +92,7 @@ class ReadPlan:
 def read_plan(obj: SpecServe, mode: Mode, default_url: str | None) -> ReadPlan:
     switching = obj.spec.switching
     # Direct scrapes the pods once per evaluation, whatever the PodMonitor's interval (which only Prometheus uses):
-    # windows sized by that interval (15 s by default) made a 2 s loop read load 20-30 s late (issue 26, on GPUs).
+    # windows sized by that interval (15 s by default) made a 2 s loop read load 20-30 s late (docs/real-engine.md).
     direct = switching.metrics.source is MetricsSourceKind.DIRECT
     scrape = switching.evaluation_interval_seconds if direct else obj.spec.monitoring.interval_seconds
     windows = Windows.of(switching.evaluation_interval_seconds, scrape)
