@@ -85,9 +85,9 @@ GOLDEN = 0.6180339887498949
 
 def output_tokens(max_tokens: int, spread: float, index: int) -> int:
     """The output length of request `index`: max_tokens x a factor spread evenly over 1 +- spread (a golden-ratio
-    sequence: every window of requests sees the whole range, and the mean stays max_tokens). Fixed lengths keep
-    a closed loop's workers in lockstep (they start, prefill and finish together), which flatters an engine that
-    runs each prefill apart from the decode batch; spread lengths desynchronize them, as production arrivals are."""
+    sequence: every window of requests sees the whole range, and the mean stays max_tokens). Fixed lengths keep a
+    closed loop's workers in lockstep (they start, prefill and finish together); spread lengths let them drift
+    apart, as a workload whose output lengths vary does (docs/bench.md: what it measured on the H200)."""
     if spread <= 0:
         return max_tokens
     return max(1, round(max_tokens * (1 - spread + 2 * spread * ((index * GOLDEN) % 1.0))))
