@@ -8,7 +8,7 @@ from specserve.api.models import Mode, SpecServeStatus, Weights
 from specserve.api.validation import parse_object
 from specserve.clock import epoch
 from specserve.policy.types import Action, Bar, Pending, PendingKind, PolicyState
-from specserve.switching.state import from_status, resume, rfc3339, to_status, worth_writing
+from specserve.switching.state import from_status, resume, status_time, to_status, worth_writing
 
 T = 1_800_000_000.0
 
@@ -38,9 +38,9 @@ def test_round_trip_through_status_json_is_exact() -> None:
     assert back == state
 
 
-def test_rfc3339_is_utc_to_the_millisecond() -> None:
-    assert rfc3339(0) == "1970-01-01T00:00:00Z"
-    assert epoch(rfc3339(T + 0.0004)) == T
+def test_a_status_time_is_utc_to_the_millisecond() -> None:
+    assert status_time(0) == "1970-01-01T00:00:00Z"
+    assert epoch(status_time(T + 0.0004)) == T
     assert epoch("2027-01-15T08:00:00+00:00") == T
 
 

@@ -77,5 +77,3 @@ class Failover:
                 return
         if moved is not None:
             log.info("failover of %s/%s: route weights now %s", *state.key, dict(moved))
-
-

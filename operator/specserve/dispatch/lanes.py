@@ -28,9 +28,7 @@ log = logging.getLogger(__name__)
 class Lanes:
     """`run_once` for every caller: change handlers, the Deployment watch, the resync loop, the switching loop."""
 
-    def __init__(
-        self, objects: Objects, rolls: RollBudget, background: Background, install: InstallPolicy
-    ) -> None:
+    def __init__(self, objects: Objects, rolls: RollBudget, background: Background, install: InstallPolicy) -> None:
         self.objects = objects
         self.rolls = rolls
         self.background = background

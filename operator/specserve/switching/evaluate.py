@@ -36,7 +36,7 @@ from specserve.switching.record import (
     with_state,
 )
 from specserve.switching.rollback import failed_change
-from specserve.switching.state import material, resume, rfc3339, worth_writing
+from specserve.switching.state import material, resume, status_time, worth_writing
 
 JSON = dict[str, Any]
 
@@ -101,7 +101,7 @@ def next_status(
 ) -> tuple[SpecServeStatus, PolicyState | None]:
     """The status after this verdict (pure) and the state it persists (None: nothing yet)."""
     generation = obj.metadata.generation
-    stamp = rfc3339(now)
+    stamp = status_time(now)
     new: SpecServeStatus = status
     persisted: PolicyState | None = saved if status.switching is not None else None
     first = status.switching is None

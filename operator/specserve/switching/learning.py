@@ -43,7 +43,7 @@ from specserve.policy.learning import (
 )
 from specserve.policy.types import Sample
 from specserve.status import set_condition
-from specserve.switching.state import rfc3339
+from specserve.switching.state import status_time
 
 PERSIST_EVALUATIONS = 20
 PERSIST_RANGE = (10.0, 300.0)  # the default 15 s evaluation interval writes every 300 s
@@ -75,7 +75,7 @@ def _mode_out(curves: ModeCurves, learning: Learning, mode: Mode) -> LearnedMode
             for (x, cal, value, conf), p in zip(rows, learned.points, strict=True)
         ],
         coverage=list(covered) if covered is not None else [],
-        last_observed=rfc3339(learned.last_observed) if learned.last_observed is not None else None,
+        last_observed=status_time(learned.last_observed) if learned.last_observed is not None else None,
         cusum_up=round(learned.cusum.up, 5),
         cusum_down=round(learned.cusum.down, 5),
         recent_residuals=[round(r, 5) for r in learned.cusum.recent],
@@ -85,12 +85,12 @@ def _mode_out(curves: ModeCurves, learning: Learning, mode: Mode) -> LearnedMode
 def to_status(curves: ModeCurves, learning: Learning, now: float) -> LearningStatus:
     drift = learning.last_drift
     return LearningStatus(
-        last_update=rfc3339(now),
+        last_update=status_time(now),
         speculative=_mode_out(curves, learning, Mode.SPECULATIVE),
         baseline=_mode_out(curves, learning, Mode.BASELINE),
         accept_length_reference=learning.accept_reference,
         accept_length=learning.accept_recent,
-        last_drift=CurveDriftRecord(mode=drift.mode, time=rfc3339(drift.time), shift=round(drift.shift, 4))
+        last_drift=CurveDriftRecord(mode=drift.mode, time=status_time(drift.time), shift=round(drift.shift, 4))
         if drift is not None
         else None,
         crossover=LearnedCrossover(calibrated=crossover(curves), effective=crossover(effective(curves, learning))),
@@ -151,7 +151,7 @@ def drift_condition(status: SpecServeStatus, learning: Learning, generation: int
     if drift is None:
         cond = (ConditionStatus.FALSE, reasons.NO_DRIFT, "The pools serve what the learned curves predict.")
     else:
-        moved = f"{drift.mode.value} curve moved {drift.shift:+.0%} at {rfc3339(drift.time)}"
+        moved = f"{drift.mode.value} curve moved {drift.shift:+.0%} at {status_time(drift.time)}"
         if coverage(learning, drift.mode) is None:
             cond = (
                 ConditionStatus.TRUE,
@@ -160,7 +160,7 @@ def drift_condition(status: SpecServeStatus, learning: Learning, generation: int
             )
         else:
             cond = (ConditionStatus.FALSE, reasons.RELEARNED, f"{moved}; re-learned since.")
-    conditions = set_condition(status.conditions, CURVE_DRIFT, *cond, generation, rfc3339(now))
+    conditions = set_condition(status.conditions, CURVE_DRIFT, *cond, generation, status_time(now))
     return status.model_copy(update={"conditions": conditions})
 
 

@@ -28,7 +28,7 @@ from specserve.metrics.signal import Reading
 from specserve.policy.pause import PAUSED_MESSAGE
 from specserve.policy.types import PolicyState, PoolSignal, Verdict
 from specserve.status import set_condition
-from specserve.switching.state import rfc3339, to_status
+from specserve.switching.state import status_time, to_status
 
 FAILURE_THRESHOLD = 3  # consecutive unknown evaluations before MetricsAvailable turns False
 LOAD_RELATIVE = 0.10
@@ -37,7 +37,7 @@ LOAD_ABSOLUTE = 1.0
 
 def decision(verdict: Verdict, from_mode: Mode, now: float) -> Decision:
     return Decision(
-        time=rfc3339(now),
+        time=status_time(now),
         from_mode=from_mode,
         to_mode=verdict.mode,
         reason=verdict.reason,
@@ -98,7 +98,7 @@ def load_snapshot(reading: Reading, now: float) -> LoadSnapshot:
     return LoadSnapshot(
         concurrency=_round(sample.demand),
         queued=round(sum(queued), 2) if queued and sample.demand is not None else None,
-        time=rfc3339(now),
+        time=status_time(now),
         pools=per_pool,
     )
 

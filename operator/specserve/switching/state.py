@@ -13,7 +13,7 @@ from specserve.policy.switching import initial_state
 from specserve.policy.types import Bar, Pending, PolicyState
 
 
-def rfc3339(t: float) -> str:
+def status_time(t: float) -> str:
     """A status time: to the millisecond."""
     return clock.rfc3339(t, digits=3)
 
@@ -31,7 +31,7 @@ def pending_out(pending: Pending | None) -> PendingMove | None:
         return None
     return PendingMove(
         kind=pending.kind.value,
-        since=rfc3339(pending.since) if pending.since is not None else None,
+        since=status_time(pending.since) if pending.since is not None else None,
         speculative_weight=pending.weight,
         action=pending.action.value if pending.action is not None else None,
         mode=pending.mode,
@@ -55,18 +55,18 @@ def _pending_in(saved: PendingMove | None) -> Pending | None:
 def to_status(state: PolicyState) -> SwitchingState:
     return SwitchingState(
         mode=state.mode,
-        mode_since=rfc3339(state.mode_since),
+        mode_since=status_time(state.mode_since),
         weights=state.weights,
-        last_switch=rfc3339(state.last_switch) if state.last_switch is not None else None,
+        last_switch=status_time(state.last_switch) if state.last_switch is not None else None,
         regret=state.regret,
-        restarts=[rfc3339(t) for t in state.restarts],
+        restarts=[status_time(t) for t in state.restarts],
         pending=pending_out(state.pending),
         unknown_streak=state.unknown_streak,
-        last_evaluation=rfc3339(state.last_evaluation) if state.last_evaluation is not None else None,
+        last_evaluation=status_time(state.last_evaluation) if state.last_evaluation is not None else None,
         adaptive_crossover=state.adaptive_crossover,
         served_crossover=state.served_crossover,
         barred=[
-            ModeBar(mode=b.mode, until=rfc3339(b.until), failures=b.failures, reason=b.reason) for b in state.barred
+            ModeBar(mode=b.mode, until=status_time(b.until), failures=b.failures, reason=b.reason) for b in state.barred
         ],
         **forecast_out(state.forecast_error),
     )
