@@ -279,6 +279,31 @@ async def test_a_slow_reconcile_of_one_decision_holds_no_other_specserve_of_the_
     await w.loop.realised()
 
 
+async def test_the_writes_of_one_round_overlap(kimi_doc: JSON) -> None:
+    # One after another, each status write's round trip through a busy event loop made a round over 200 SpecServes
+    # take 10-30 s on a real API server. Here a write finishes only once the other SpecServe's has started.
+    names = ("first", "second")
+    w = make_world(kimi_doc, names)
+    for name in names:
+        w.prom.demand[name] = 2.0  # both decide: both write
+    both = asyncio.Event()
+    sent: list[str] = []
+    write = w.kube.apply_status
+
+    async def together(kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
+        sent.append(name)
+        if len(sent) >= len(names):
+            both.set()
+        await both.wait()
+        return await write(kind, namespace, name, status_body, field_manager)
+
+    w.kube.apply_status = together  # type: ignore[method-assign]
+    w.clock[0] = w.prom.now = 100.0
+    await asyncio.wait_for(w.loop.run_round(), timeout=30)  # generous: writes one after another never finish
+    await w.loop.realised()
+    assert sorted(sent) == sorted(names) and sorted(w.triggered) == sorted(names)
+
+
 async def test_a_failed_reconcile_of_a_decision_is_logged_and_the_loop_goes_on(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
