@@ -517,7 +517,10 @@ class Checker:
                 self.stuck.pop(pool, None)
                 continue
             episode = self.stuck.setdefault(pool, Episode(now))
-            late = not episode.reported and now - episode.since > self.resync + 2
+            # Nothing names it while no replica leads: as for dead weight, the bound counts from the takeover.
+            waiting = self.leaderless and now - self.leader_killed_at < LEADERLESS_LIMIT
+            late = not episode.reported and not waiting
+            late = late and now - max(episode.since, self.leader_since) > self.resync + 2
             if late and not self._named(name, pool, state):
                 episode.reported = True
                 self.report(now, name, "unnamed-stuck", f"{pool}: a roll stuck on {state} is not named in status "
