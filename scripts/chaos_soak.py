@@ -517,7 +517,10 @@ class Checker:
                 self.stuck.pop(pool, None)
                 continue
             episode = self.stuck.setdefault(pool, Episode(now))
-            late = not episode.reported and now - episode.since > self.resync + 2
+            # Nothing names it while no replica leads: as for dead weight, the bound counts from the takeover.
+            waiting = self.leaderless and now - self.leader_killed_at < LEADERLESS_LIMIT
+            late = not episode.reported and not waiting
+            late = late and now - max(episode.since, self.leader_since) > self.resync + 2
             if late and not self._named(name, pool, state):
                 episode.reported = True
                 self.report(now, name, "unnamed-stuck", f"{pool}: a roll stuck on {state} is not named in status "
@@ -603,6 +606,7 @@ class Chaos:
         self.edits: Counter[str] = Counter()
         self.detail = ""  # what the last fault did, in words
         self.hostile_since: dict[str, float] = {}  # SpecServe -> when its hostile metric started
+        self.hostile_masked: dict[str, float] = {}  # SpecServe -> when Prometheus or its series last hid its load
         self.decisions: dict[str, str | None] = {}  # SpecServe -> its lastDecision time, last seen
         self.decisions_during_hostile = 0  # other SpecServes' decisions while a hostile metric was published
         self.second: tuple[str, subprocess.Popen[bytes], int, float] | None = None  # identity, process, port, since
@@ -815,15 +819,20 @@ class Chaos:
                 self.decisions_during_hostile += 1
             self.decisions[name] = decided
             since = self.hostile_since.get(name)
-            # As for dead weight: nothing evaluates while no replica leads, and a new leader's switching loop starts
-            # its three evaluations afresh, so the bound counts from the takeover when one came in between.
-            if since is None or self.checker.leaderless:
-                continue
-            if now - max(since, self.checker.leader_since) < 3 * interval + self.checker.bound:
-                continue
-            cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
             # While Prometheus is down or the pool's series are partial, those name the unknown load instead.
             masked = self.busy("prometheus") or any((name, suffix) in self.exposition.partial for suffix in POOLS)
+            if masked:
+                self.hostile_masked[name] = now
+            # As for dead weight: nothing evaluates while no replica leads, and a new leader's switching loop starts
+            # its three evaluations afresh, so the bound counts from the takeover when one came in between. Nor can
+            # the hostile value be read while Prometheus is down (or the series partial): the bound counts from the
+            # end of that too (a breach was reported 0.3 s after an outage ended, the status still naming it).
+            if since is None or self.checker.leaderless:
+                continue
+            start = max(since, self.checker.leader_since, self.hostile_masked.get(name, since))
+            if now - start < 3 * interval + self.checker.bound:
+                continue
+            cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
             if cond.get("status") != "False" or (cond.get("reason") != "ImplausibleReading" and not masked):
                 self.checker.report(now, name, "hostile-unnamed", f"MetricsAvailable {cond.get('status')} "
                                     f"{cond.get('reason')} {now - since:.0f}s into a hostile metric")  # fmt: skip

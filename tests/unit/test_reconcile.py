@@ -3,14 +3,20 @@ pruned and written to status, pass after pass."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from specserve.api.install_policy import InstallPolicy
+from specserve.api.models import Mode
+from specserve.api.validation import parse_object
 from specserve.kube.client import KubeError
 from specserve.kube.drift import APPLIED_HASH
+from specserve.kube.kinds import OWNED_KINDS, Kind
 from specserve.reconcile import Outcome, reconcile
+from specserve.reconcile.apply import snapshot
 from specserve.reconcile.intent import TEMPLATE_HASH
 from specserve.render.engine import ADAPTIVE_CONFIG_KEY
+from specserve.render.manifests import render
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_api import MINIMAL, with_
 
@@ -434,3 +440,58 @@ async def test_a_new_adaptive_config_is_a_new_configmap_and_the_old_one_goes_onl
     kube.ready("m-engine")
     await run(kube, ADAPTIVE)
     assert _configmaps(kube) == {after}
+
+
+class Together(FakeKube):
+    """Every read waits until `expected` reads are in flight at once: reads made one after another never finish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expected = 0
+        self.in_flight = 0
+        self.all_sent = asyncio.Event()
+
+    async def _together(self) -> None:
+        self.in_flight += 1
+        if self.in_flight >= self.expected:
+            self.all_sent.set()
+        await self.all_sent.wait()
+
+    async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
+        await self._together()
+        return await super().get(kind, namespace, name)
+
+    async def list(self, kind: Kind, namespace: str, labels: dict[str, str]) -> list[JSON]:
+        await self._together()
+        return await super().list(kind, namespace, labels)
+
+
+async def test_a_pass_sends_its_lists_together_then_its_reads_by_name_together() -> None:
+    # One after another, a pass's 7 LISTs and its GETs were 13 round trips (0.15-0.4 s each on a loaded real API
+    # server): the first pass over 1000 SpecServes ran at 0.55 a second. What they find is unchanged.
+    kube = Together()
+    desired = render(parse_object(body(MINIMAL)), Mode.SPECULATIVE)
+    kube.expected = len(OWNED_KINDS)
+    snap = await asyncio.wait_for(snapshot(kube, "ns", "m", "u1", desired), timeout=30)  # generous: a hang fails
+    assert snap.owned == {} and snap.read_errors == [] and snap.conflicts == []
+    assert kube.all_sent.is_set() and kube.in_flight == len(OWNED_KINDS) + len(desired)  # then one GET each
+
+
+async def test_reads_made_together_keep_their_findings_in_order() -> None:
+    kube = FakeKube()
+    await run(kube, MINIMAL)
+    foreign = kube.objects[("Service", "m-spec")]
+    foreign["metadata"]["ownerReferences"] = [{"uid": "someone-else"}]
+    foreign["metadata"]["labels"] = {}
+    kube.fail[("list", "NetworkPolicy")] = KubeError(403, "forbidden")
+    kube.fail[("list", "Deployment")] = KubeError(500, "etcd unavailable")
+    kube.fail[("get", "Deployment/m-base")] = KubeError(500, "etcd unavailable")
+    desired = render(parse_object(body(MINIMAL)), Mode.SPECULATIVE)
+    snap = await snapshot(kube, "ns", "m", "u1", desired)
+    assert snap.read_errors == [
+        "listing deployments: etcd unavailable",
+        "reading Deployment/m-base: etcd unavailable",
+    ]
+    assert snap.unread == {"NetworkPolicy": "listing networkpolicies: forbidden"}
+    assert snap.conflicts == ["Service/m-spec"]
+    assert "Deployment/m-spec" in snap.owned and "Service/m-base" in snap.owned

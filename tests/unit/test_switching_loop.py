@@ -12,6 +12,7 @@ import pytest
 
 from specserve import telemetry
 from specserve.api.models import Mode, Weights
+from specserve.kube.client import KubeError
 from specserve.kube.kinds import DEPLOYMENT, POD, Kind
 from specserve.metrics.promql import LOAD_SIGNALS, PoolKey, Query, Signal
 from specserve.metrics.results import QueryResult
@@ -152,6 +153,7 @@ class World:
         self.clock[0] = t
         self.prom.now = t
         await self.loop.run_round()
+        await self.loop.realised()  # the reconciles it started (beside the round) have run
 
     def status(self, name: str = "kimi-k25") -> JSON:
         tracked = self.registry.named((NS, name))
@@ -247,6 +249,72 @@ async def test_a_decision_is_written_realised_at_once_and_announced(world: World
     await world.round_at(110)
     assert len(world.kube.patches) == writes
     assert len(world.status()["history"]) == 1
+
+
+async def test_a_slow_reconcile_of_one_decision_holds_no_other_specserve_of_the_round(kimi_doc: JSON) -> None:
+    # The round awaited each decided SpecServe's reconcile before evaluating the next one: at 200 SpecServes on a
+    # real API server a round took 16-72 s, so a hostile gauge was evaluated once a minute instead of every 2 s.
+    names = ("first", "second")
+    w = make_world(kimi_doc, names)
+    for name in names:
+        w.prom.demand[name] = 2.0  # both decide
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def slow_reconcile(item: ObjectState) -> None:
+        started.append(item.body["metadata"]["name"])
+        await release.wait()
+
+    w.loop.trigger = slow_reconcile
+    w.clock[0] = w.prom.now = 100.0
+    round_ = asyncio.create_task(w.loop.run_round())
+    await asyncio.wait({round_}, timeout=10)  # generous: the round never ends while a reconcile holds it
+    try:
+        assert round_.done(), "the round waited for a reconcile"
+        assert {name for name, _ in w.kube.patches} == set(names)  # both evaluated and written
+        assert sorted(started) == sorted(names)  # both reconciles started, neither finished
+    finally:
+        release.set()
+        await asyncio.wait({round_}, timeout=10)
+    await w.loop.realised()
+
+
+async def test_the_writes_of_one_round_overlap(kimi_doc: JSON) -> None:
+    # One after another, each status write's round trip through a busy event loop made a round over 200 SpecServes
+    # take 10-30 s on a real API server. Here a write finishes only once the other SpecServe's has started.
+    names = ("first", "second")
+    w = make_world(kimi_doc, names)
+    for name in names:
+        w.prom.demand[name] = 2.0  # both decide: both write
+    both = asyncio.Event()
+    sent: list[str] = []
+    write = w.kube.apply_status
+
+    async def together(kind: Kind, namespace: str, name: str, status_body: JSON, field_manager: str) -> JSON:
+        sent.append(name)
+        if len(sent) >= len(names):
+            both.set()
+        await both.wait()
+        return await write(kind, namespace, name, status_body, field_manager)
+
+    w.kube.apply_status = together  # type: ignore[method-assign]
+    w.clock[0] = w.prom.now = 100.0
+    await asyncio.wait_for(w.loop.run_round(), timeout=30)  # generous: writes one after another never finish
+    await w.loop.realised()
+    assert sorted(sent) == sorted(names) and sorted(w.triggered) == sorted(names)
+
+
+async def test_a_failed_reconcile_of_a_decision_is_logged_and_the_loop_goes_on(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def refused(item: ObjectState) -> None:
+        raise KubeError(500, "etcd unavailable")
+
+    world.loop.trigger = refused
+    world.prom.demand["kimi-k25"] = 2.0
+    await world.round_at(100)
+    assert world.status()["switching"]["weights"] == {"speculative": 100, "baseline": 0}  # the decision stands
+    assert "the reconcile realising the decision failed" in caplog.text
 
 
 async def test_traffic_split_keeps_deciding_while_the_route_lags_its_target(world: World) -> None:

@@ -7,6 +7,7 @@ Deployment must not keep the HTTPRoute from moving traffic off a pool that canno
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -42,31 +43,30 @@ class Kube(Protocol):
 
 async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, desired: Iterable[JSON]) -> Snapshot:
     """List each owned kind by our instance label; fetch by name only what the lists did not show (an object of
-    our name without our label may still be ours, or someone else's)."""
+    our name without our label may still be ours, or someone else's). The lists go out together, then the reads
+    by name together: one after another they were 7-13 round trips of every pass (on a loaded real API server,
+    0.15-0.4 s each), where two suffice. What they found is taken in the same order as before."""
     snap = Snapshot()
-    for kind in OWNED_KINDS:
-        try:
-            items = await kube.list(kind, namespace, {LABEL_INSTANCE: instance})
-        except KubeError as exc:
-            if exc.status == 404:
+    listed = await asyncio.gather(*(_list(kube, kind, namespace, instance) for kind in OWNED_KINDS))
+    for kind, items in zip(OWNED_KINDS, listed, strict=True):
+        if isinstance(items, KubeError):
+            if items.status == 404:
                 continue
             if kind.kind in ESSENTIAL_KINDS:
-                snap.read_errors.append(f"listing {kind.plural}: {exc}")
+                snap.read_errors.append(f"listing {kind.plural}: {items}")
             else:
-                snap.unread[kind.kind] = f"listing {kind.plural}: {exc}"
+                snap.unread[kind.kind] = f"listing {kind.plural}: {items}"
             continue
         for item in items:
             if owned_by(item, uid):
                 snap.owned[Ref.of(kind, item["metadata"]["name"])] = item
-    for manifest in desired:
+    unseen = [m for m in desired if Ref.of_object(m) not in snap.owned and m["kind"] not in snap.unread]
+    read = await asyncio.gather(*(_get(kube, m, namespace) for m in unseen))
+    for manifest, live in zip(unseen, read, strict=True):
         key = Ref.of_object(manifest)
-        if key in snap.owned or manifest["kind"] in snap.unread:
-            continue
-        try:
-            live = await kube.get(kind_of(manifest), namespace, manifest["metadata"]["name"])
-        except KubeError as exc:
-            if not (exc.status == 404 and manifest["kind"] in OPTIONAL_KINDS):
-                snap.read_errors.append(f"reading {key}: {exc}")
+        if isinstance(live, KubeError):
+            if not (live.status == 404 and manifest["kind"] in OPTIONAL_KINDS):
+                snap.read_errors.append(f"reading {key}: {live}")
             continue
         if live is None:
             continue
@@ -75,6 +75,20 @@ async def snapshot(kube: Kube, namespace: str, instance: str, uid: str | None, d
         else:
             snap.conflicts.append(key)
     return snap
+
+
+async def _list(kube: Kube, kind: Kind, namespace: str, instance: str) -> list[JSON] | KubeError:
+    try:
+        return await kube.list(kind, namespace, {LABEL_INSTANCE: instance})
+    except KubeError as exc:
+        return exc
+
+
+async def _get(kube: Kube, manifest: JSON, namespace: str) -> JSON | KubeError | None:
+    try:
+        return await kube.get(kind_of(manifest), namespace, manifest["metadata"]["name"])
+    except KubeError as exc:
+        return exc
 
 
 def owns_replicas(live: Mapping[str, Any], manager: str = FIELD_MANAGER) -> bool:
