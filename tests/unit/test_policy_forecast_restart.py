@@ -13,7 +13,7 @@ import pytest
 
 from specserve.api.models import Mode, Rule, Strategy
 from specserve.policy.forecast import LAMBDA_MIN, History, Ledger, consistency, robustness, trust
-from specserve.policy.restart import restart_price
+from specserve.policy.restart import switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, Knobs, PolicyState, Verdict
 from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, knobs, profile_curves, sample
@@ -25,8 +25,7 @@ BUSY = 150.0
 HORIZON = 600.0
 K = knobs(Strategy.RESTART, evaluation_interval=DT, startup_seconds=60.0)
 GAIN = CURVES.rate(Mode.SPECULATIVE, QUIET) - CURVES.rate(Mode.BASELINE, QUIET)  # tok/s the quiet period offers
-ROLL, BACKLOG = restart_price(K, CURVES, Mode.BASELINE, QUIET)
-COST = ROLL + BACKLOG.cost  # one replica: the roll stops everything, and the queue it leaves drains after it
+COST = switch_cost(CURVES, Mode.BASELINE, QUIET, 1, K.startup_seconds, 0)
 
 
 def start(error: float | None, bank: float | None = None) -> PolicyState:
@@ -174,11 +173,9 @@ def test_on_a_daily_cycle_the_forecast_captures_more_of_the_gain_than_the_reacti
     static = max(sum(CURVES.rate(m, d) for d in demands) * 60.0 for m in Mode)
     reactive, forecast = served(demands, False), served(demands, True)
     assert forecast > reactive > static
-    # measured: 0.2% more of the hindsight gain than the reactive rule (1.7% before the roll's backlog was priced:
-    # one replica queues all it would serve during a roll, so every restart costs more and the early ones the forecast
-    # earns pay back less; 3.2% before the 2x ledger: from an empty bank the first early restarts are held back
-    # until short seasons and confirmed restarts have banked the slack)
-    assert (forecast - static) / (reactive - static) > 1.001
+    # measured: 1.7% more of the hindsight gain than the reactive rule (3.2% before the 2x ledger: from an empty bank
+    # the first early restarts are held back until short seasons and confirmed restarts have banked the slack)
+    assert (forecast - static) / (reactive - static) > 1.01
 
 
 def test_trust_is_earned_over_readings_not_over_a_gap_in_them() -> None:

@@ -71,12 +71,9 @@ def test_premise_the_week_has_a_restart_into_each_mode_every_day() -> None:
 
 def test_where_the_history_tells_the_truth_the_forecast_pays_less_than_the_reactive_rule() -> None:
     reactive, forecast = paid(ran("week", False)), paid(ran("week", True))
-    # measured: 4.1% less (the first day has no history, Saturday follows Friday); 11% less before the roll's backlog
-    # was priced: the week is a closed loop, where that price is on the safe side and raises every restart's cost,
-    # the forecast's early ones included
-    assert forecast < 0.97 * reactive
+    assert forecast < 0.92 * reactive  # measured: 11% less (the first day has no history, Saturday follows Friday)
     early = [e for e in ran("week", True) if e.restart is not None and e.ratio < 1.9]
-    assert len(early) >= 5  # weekdays after the first restarted early, near 1 + lambda (8 before the backlog price)
+    assert len(early) >= 8  # the weekdays after the first: restarted early, near 1 + lambda
 
 
 def test_where_the_history_lies_the_rule_earns_no_trust_and_stays_within_2x_per_episode() -> None:

@@ -3,12 +3,12 @@ model: each evaluation sees the true demand), and each rental episode's cost aga
 
 An episode opens when the other mode becomes better and the regret (policy.restart: the signed, floored sum of
 (f_other - f_current) * dt) leaves zero. The rule pays the regret it ran up until it restarts plus the restart's
-cost C (policy.restart.restart_price at that moment: the roll and the backlog it leaves); if it never restarts, the
-regret's peak. The offline optimum of the episode pays min(L, C), L being the peak the regret would have reached had
-the pool stayed (the same sum, carried on past the restart until it falls back to zero, the trace ends or the pool
-returns). The ratio of the two is what the ski-rental bounds of policy.forecast speak about: 2 for the reactive
-rule, 1 + 1/lambda with trust lambda. The demand history is the series' own: the same time a day and a week back,
-and the mean over the horizon that followed, as Prometheus would answer the live loop's queries."""
+cost C (policy.restart.switch_cost at that moment); if it never restarts, the regret's peak. The offline optimum of
+the episode pays min(L, C), L being the peak the regret would have reached had the pool stayed (the same sum,
+carried on past the restart until it falls back to zero, the trace ends or the pool returns). The ratio of the two
+is what the ski-rental bounds of policy.forecast speak about: 2 for the reactive rule, 1 + 1/lambda with trust
+lambda. The demand history is the series' own: the same time a day and a week back, and the mean over the horizon
+that followed, as Prometheus would answer the live loop's queries."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from specserve.api.models import Action, Mode
 from specserve.policy.curves import ModeCurves
 from specserve.policy.forecast import History
-from specserve.policy.restart import other, pool_rate, restart_price
+from specserve.policy.restart import other, pool_rate, switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Knobs, PoolSignal, Sample
 
@@ -111,8 +111,7 @@ def episodes(
         if current is not None:
             current.regret = regret
             current.peak = max(current.peak, regret)
-            roll, queue = restart_price(knobs, curves, mode, d)
-            current.cost = roll + queue.cost  # the policy's own price: the roll and the backlog it leaves (inf: never)
+            current.cost = switch_cost(curves, mode, d, n, knobs.startup_seconds, knobs.max_surge)
             if verdict.action is Action.RESTART:
                 current.restart = t
                 current.paid = regret + current.cost
