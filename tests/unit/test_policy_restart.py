@@ -10,11 +10,30 @@ from dataclasses import replace
 import pytest
 
 from specserve.api.models import Mode, Strategy
+from specserve.policy.curves import ModeCurves
 from specserve.policy.knobs import knobs_from_spec
-from specserve.policy.restart import DAY, SURGE_FLOOR, over_slo, pool_rate, switch_cost
+from specserve.policy.restart import (
+    DAY,
+    SURGE_FLOOR,
+    capacity,
+    over_slo,
+    pool_rate,
+    restart_price,
+    switch_cost,
+)
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, PolicyState
-from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, changes, knobs, profile_curves, run, sample, specserve
+from tests.unit.policy_helpers import (
+    ILLUSTRATIVE,
+    SEED,
+    changes,
+    knobs,
+    linear_curves,
+    profile_curves,
+    run,
+    sample,
+    specserve,
+)
 
 CURVES = profile_curves(ILLUSTRATIVE)  # crossover at 64 per replica
 
@@ -165,3 +184,75 @@ def test_a_declared_surge_reaches_the_restart_cost() -> None:
     full = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 1, 60.0, knobs_from_spec(plain).max_surge)
     cheap = switch_cost(CURVES, Mode.SPECULATIVE, 100.0, 1, 60.0, knobs_from_spec(surging).max_surge)
     assert cheap == pytest.approx(full * SURGE_FLOOR)
+
+
+# Curves for the backlog rules: speculation saturates at 1000 tok/s from 10 in flight on; the baseline is slower
+# there (it crosses above at 20) but keeps growing. At 10 in flight on one replica the baseline serves `base_at_10`
+# and speculation 1000: a restart into speculation pays 1000 - base_at_10 tok/s of regret, and its roll queues
+# everything arriving meanwhile, which drains only at 1000 - base_at_10.
+def backlog_curves(base_at_10: float) -> ModeCurves:
+    return linear_curves([(1.0, 100.0), (10.0, 1000.0), (100.0, 1000.0)],
+                         [(1.0, base_at_10 / 10), (10.0, base_at_10), (20.0, 1000.0), (100.0, 2000.0)])  # fmt: skip
+
+
+def test_a_roll_whose_backlog_never_drains_is_refused() -> None:
+    """980 tok/s arrive, the target serves at most 1000: the queue one 60 s roll leaves (58800 tokens) would drain
+    at 20 tok/s, within DRAIN_MARGIN of the arrivals: the policy stays however large the regret grows."""
+    curves = backlog_curves(980.0)
+    k = knobs(Strategy.RESTART)
+    roll, queue = restart_price(k, curves, Mode.BASELINE, 10.0)
+    assert queue.queued == pytest.approx(980.0 * 60.0) and not queue.drains and math.isinf(queue.cost)
+    state, verdicts = run(k, curves, initial_state(k, Mode.BASELINE, 0.0), [10.0] * 400)
+    assert changes(verdicts) == [] and state.regret > 2 * roll  # the roll alone was paid for twice over
+    assert "a roll would leave a backlog that never drains" in verdicts[-1].reason
+    assert "980 tok/s arrive" in verdicts[-1].reason
+
+
+def test_a_backlog_that_drains_is_named_but_not_priced() -> None:
+    """950 tok/s arrive and the target serves 1000: the 57000 tokens queued during the 60 s roll drain in 1140 s.
+    The restart still waits for the roll's own cost (priced, the drain only delayed the suite's closed-loop
+    restarts, whose clients wait instead of queueing) and its reason names the backlog."""
+    curves = backlog_curves(950.0)
+    k = knobs(Strategy.RESTART)
+    roll, queue = restart_price(k, curves, Mode.BASELINE, 10.0)
+    assert roll == pytest.approx(950.0 * 60.0) and queue.queued == pytest.approx(950.0 * 60.0)
+    assert queue.drain == pytest.approx(57000.0 / 50.0) and queue.cost == pytest.approx(950.0 * 1140.0)
+    needed = math.ceil(roll / (50.0 * 15.0))
+    _, verdicts = run(k, curves, initial_state(k, Mode.BASELINE, 0.0), [10.0] * (needed + 3))
+    assert [i for i, v in enumerate(verdicts) if v.action is Action.RESTART] == [needed]
+    assert "the roll queues 57000 tokens at 950 tok/s arriving, drained in 1140 s" in verdicts[needed].reason
+
+
+def test_a_roll_the_other_pods_absorb_leaves_no_backlog() -> None:
+    """Eight replicas at 5 in flight each serve 475 tok/s of the 1000 they could: while one restarts the other
+    seven absorb its share, so nothing queues and the cost is the roll's alone."""
+    curves = backlog_curves(950.0)
+    k = knobs(Strategy.RESTART, speculative_replicas=8)
+    _, queue = restart_price(k, curves, Mode.BASELINE, 40.0)
+    assert queue.queued == 0.0 and queue.cost == 0.0 and queue.drains
+
+
+def test_capacity_within_a_tpot_slo_is_the_rate_at_the_largest_batch_meeting_it() -> None:
+    """Past the batch whose streams miss the TPOT goal a replica serves more tokens, all of them late: its
+    capacity for goodput is its rate at that batch. The baseline below serves 50 + 19.7 (x - 1) tok/s at x in
+    flight: 30 tok/s per stream at x = 2.94, 88 tok/s."""
+    curves = linear_curves([(1.0, 100.0), (100.0, 1000.0)], [(1.0, 50.0), (100.0, 2000.0)])
+    assert capacity(curves, Mode.BASELINE) == pytest.approx(2000.0)
+    x = 30.303 / 10.303
+    assert capacity(curves, Mode.BASELINE, 1 / 30) == pytest.approx(50 + 1950 / 99 * (x - 1), rel=1e-3)
+    assert capacity(curves, Mode.BASELINE, 1 / 60) == 0.0  # not even one stream meets it
+    assert capacity(curves, Mode.SPECULATIVE, 1 / 5) == pytest.approx(1000.0)  # met at every measured batch
+
+
+def test_a_pool_at_its_capacity_already_is_not_held_back_by_the_backlog() -> None:
+    """One replica in speculation at 100 in flight serves its most (1000 tok/s): its queue grows whether it rolls or
+    stays, and the baseline serves more there. It is exempt from the refusal (the arrivals read are only a floor)
+    and restarts once the regret covers the roll."""
+    curves = backlog_curves(950.0)
+    k = knobs(Strategy.RESTART)
+    roll, queue = restart_price(k, curves, Mode.SPECULATIVE, 100.0)
+    assert queue.saturated and queue.cost == 0.0 and queue.drains
+    gain = 2000.0 - 1000.0
+    needed = math.ceil(roll / (gain * 15.0))
+    _, verdicts = run(k, curves, spec_state(), [100.0] * (needed + 3))
+    assert [i for i, v in enumerate(verdicts) if v.action is Action.RESTART] == [needed]

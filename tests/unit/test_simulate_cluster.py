@@ -151,3 +151,19 @@ def test_closed_loop_keeps_the_clients_in_flight() -> None:
     rate = 80.0 + (90.0 - 80.0) * (6 - 4) / 6
     assert stats.served_tokens == pytest.approx(rate * 300, rel=0.02)
     assert not math.isnan(run.timeline.demand[-1])
+
+
+def test_a_closed_loop_client_sends_its_next_request_within_the_step() -> None:
+    """Four clients of 10-token requests on one speculative replica (80 tok/s at batch 4: a request takes 0.5 s)
+    in 5 s steps: each client finishes ten requests a step and sends the next at once. Without the refill the
+    pool ran out of work after 0.5 s and idled, serving 4 x 10 / 5 = 8 tok/s in either mode."""
+    for mode, rate in ((EngineMode.SPECULATIVE, 80.0), (EngineMode.BASELINE, 40.0)):
+        pool = make_pool("p", profile(), 1, mode, SLO)
+        for k in range(20):
+            now = 5.0 * k
+            count = max(0.0, 4.0 - pool.in_flight)
+            pool.arrive(now, count, count * 10.0)
+            pool.admit(now)
+            pool.serve_closed(now, 5.0, 10.0)
+        assert pool.stats.served_tokens / 100.0 == pytest.approx(rate, rel=0.02)
+        assert pool.stats.completed + pool.in_flight == pytest.approx(pool.stats.arrived, rel=1e-9)

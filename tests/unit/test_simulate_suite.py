@@ -78,8 +78,9 @@ def test_an_adversarial_day_turns_just_after_a_restart_would_pay() -> None:
 def test_a_few_seeded_cases_hold_the_floor() -> None:
     """The CI floor (seed 7, the development seed): a TrafficSplit step day the policy captures 95 % of the plan's
     gain on (floor 90 %), a seed-like Restart day (the real H200 sweep with a dummy draft: speculation never pays)
-    with no restart at all, and a Restart day with no gain to capture where it stays at the best static and the
-    naive threshold."""
+    with no restart at all, and a diurnal Restart day (2 replicas) where it gains over the best static and the
+    naive threshold. That day had no gain to capture until a closed loop's clients could send their next request
+    within a simulation step (cluster.Pool.serve_closed): both modes served the same capped tokens then."""
     split, seed_like, flat = (run_case((7, i)) for i in (6, 31, 34))
     assert split.strategy == "TrafficSplit" and (split.plan_gain or 0.0) >= EASY
     assert (split.policies["specserve"]["captured"] or 0.0) >= 0.9
@@ -88,9 +89,9 @@ def test_a_few_seeded_cases_hold_the_floor() -> None:
     for role in ("specserve", "reactive", "plan"):  # the learned-curve policy is not held to it: docs/simulate.md
         assert seed_like.policies[role]["restarts_into_speculative"] == 0
         assert seed_like.policies[role]["switches"] == 0 and seed_like.policies[role]["vs_static"] == 0
-    assert flat.strategy == "Restart" and (flat.plan_gain or 0.0) < EASY
+    assert flat.strategy == "Restart" and (flat.plan_gain or 0.0) >= EASY
     mine = flat.policies["specserve"]
-    assert (mine["vs_static"] or 0.0) >= -0.005 and (mine["vs_naive"] or 0.0) >= -1e-4
+    assert (mine["vs_static"] or 0.0) > 0.005 and (mine["vs_naive"] or 0.0) > 0.01
     rows = table([split, seed_like, flat])
     assert {(r.strategy, r.role) for r in rows} >= {("TrafficSplit", "specserve"), ("Restart", "specserve")}
     report = markdown(rows, [split, seed_like, flat], 7)

@@ -12,16 +12,31 @@ A switch costs what the restarting capacity would have served meanwhile: pods ro
 stop: the cost shrinks with the share of pods that can surge, but never below SURGE_FLOOR of it, so a switch is
 never free (that would let noise restart pods).
 
+A roll also leaves a backlog when the pool's capacity during it (n - 1 pods, the restarted ones in the target
+mode; with a TPOT SLO, what they serve within it) falls below the arrivals (read as what the pool serves now):
+the queue grows by (arrivals - capacity) x start-up per pod and, once every pod is Ready, drains only at
+(n x the target's capacity - arrivals), every arrival meanwhile waiting behind it (`backlog`). A roll whose
+backlog would never drain (the target's capacity within DRAIN_MARGIN of the arrivals) is refused however large
+the regret: a queue that never drains makes every later request late. A pool already at its capacity is exempt
+(its queue grows whether it rolls or stays). A backlog that drains is named in the reason but not added to the
+cost: priced (arrivals x drain time) it made the suite's closed-loop days worse (their clients wait instead of
+queueing, so the price only delayed restarts: seed 101 case 43 went from -0.7 % to -8.0 % of the best static's
+tokens, case 64 from -15 % to -27 %; docs/simulate.md).
+
 The rule: restart when regret >= cost, the other mode is better right now, min_dwell has passed since the
 previous switch (the first switch has none before it) and the restart budget (max_restarts_per_day over the last
 24 h) allows. This is the deterministic ski-rental rule: it never pays more than twice what the offline optimum
-pays for the same demand. With a demand history (Sample.history) the threshold moves with the forecast, within
-proven bounds (policy.forecast, `ahead`). One exception: when the other mode serves at least as much at every
-concurrency (no crossover, e.g. the seed profile's baseline), waiting buys nothing and the restart happens at once.
+pays for the same demand, the optimum's restarts priced the same way (a restart refused as never draining
+costs the optimum infinity too, so the refusal keeps the bound). The bound is in the fluid
+model's tokens at the demand read: it says nothing of a demand that changes during the roll. With a demand
+history (Sample.history) the threshold moves with the forecast, within proven bounds (policy.forecast, `ahead`).
+One exception: when the other mode serves at least as much at every concurrency (no crossover, e.g. the seed
+profile's baseline), waiting buys nothing and the restart happens at once.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -46,6 +61,7 @@ from specserve.policy.types import Action, Knobs, PolicyState
 DAY = 86400.0
 SURGE_FLOOR = 0.1
 MAX_GAP_INTERVALS = 2.0  # regret integrates over at most this many evaluation intervals per sample
+DRAIN_MARGIN = 0.05  # a roll's backlog must drain with at least this share of the arrivals to spare (backlog)
 
 
 def other(mode: Mode) -> Mode:
@@ -84,6 +100,88 @@ def switch_cost(
     if surge > 0:
         cost *= max(SURGE_FLOOR, (replicas - min(surge, replicas)) / replicas)
     return cost
+
+
+def capacity(curves: ModeCurves, mode: Mode, slo: float | None = None) -> float:
+    """Tokens/s one replica in `mode` serves at most: its curve's highest point (flat beyond the last one), or
+    with a TPOT SLO (curves with units) the most it serves at a batch whose streams still meet it: past that
+    batch a replica serves more tokens, but every request on it is late (goodput counts whole requests)."""
+    curve = curves.curve(mode)
+    top = max(curve.ys)
+    if slo is None or curves.modelled or slo <= 0:
+        return top
+
+    def meets(x: float) -> bool:
+        return curves.rate(mode, x) >= x / slo
+
+    if not meets(1.0):
+        return 0.0
+    last = curve.xs[-1]
+    if meets(last):
+        return top
+    low, high = 1.0, last
+    for _ in range(40):  # per-stream rate a/x + b falls monotonically along each segment
+        mid = (low + high) / 2
+        low, high = (mid, high) if meets(mid) else (low, mid)
+    return max(curves.rate(mode, x) for x in (low, *(x for x in curve.xs if x <= low)))
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The queue a roll leaves when the pool's capacity during it falls below the arrivals (module docstring)."""
+
+    arrivals: float  # tokens/s arriving: what the pool serves now at the demand read (steady state)
+    queued: float  # tokens still queued when the last pod is Ready again
+    drain: float  # seconds the queue then takes to drain at (capacity after - arrivals); inf: it never does
+    cost: float  # tokens: the arrivals while it drains wait behind it (arrivals x drain; inf: never drains)
+    saturated: bool = False  # the current mode is at its capacity already: staying queues as well, not priced
+
+    @property
+    def drains(self) -> bool:
+        return math.isfinite(self.drain)
+
+
+def backlog(
+    curves: ModeCurves, current: Mode, demand: float, replicas: int, startup: float, surge: int, margin: float,
+    slo: float | None = None,
+) -> Backlog:  # fmt: skip
+    """The backlog one roll from `current` into the other mode leaves, as a fluid queue. The arrivals are what
+    the pool serves now (open loop: arrival rate = throughput in steady state; a closed loop's clients wait
+    instead, so this overstates its cost, on the safe side). Pods restart one at a time, each down `startup`
+    seconds while the other n - 1 (i of them already in the target mode) serve at most their capacity (with a
+    TPOT SLO, what they serve within it); pods that surge onto spare GPUs take nothing down. Once all are Ready
+    the queue drains at n x the target's capacity less the arrivals, and every arrival meanwhile waits behind
+    it. Arrivals within `margin` (relative) of that capacity count as never draining (the demand read is a
+    smoothed sample, the capacity a calibration). The tokens queued during the roll are the ones switch_cost
+    already counts as not served; the backlog's cost is the drain after it. A pool at its capacity already
+    (within `margin`) is not priced: its queue grows whether it rolls or stays (the arrivals read are then only
+    a floor), and a roll into the mode with more capacity is the way out of it."""
+    target = other(current)
+    n = replicas
+    arrivals = pool_rate(curves, current, demand, n)
+    if n <= 0 or arrivals <= 0:
+        return Backlog(max(arrivals, 0.0), 0.0, 0.0, 0.0)
+    cap_cur, cap_tgt = capacity(curves, current, slo), capacity(curves, target, slo)
+    if arrivals >= (1.0 - margin) * n * cap_cur:
+        return Backlog(arrivals, 0.0, 0.0, 0.0, saturated=True)
+    queued = 0.0
+    for i in range(n - min(max(surge, 0), n)):  # pod i restarts: i pods already serve in the target mode
+        queued = max(0.0, queued + (arrivals - (i * cap_tgt + (n - 1 - i) * cap_cur)) * startup)
+    if queued <= 0:
+        return Backlog(arrivals, 0.0, 0.0, 0.0)
+    spare = n * cap_tgt - arrivals
+    if spare <= margin * arrivals:
+        return Backlog(arrivals, queued, math.inf, math.inf)
+    drain = queued / spare
+    return Backlog(arrivals, queued, drain, arrivals * drain)
+
+
+def restart_price(knobs: Knobs, curves: ModeCurves, current: Mode, demand: float) -> tuple[float, Backlog]:
+    """What a roll out of `current` at `demand` costs: the tokens not served while it lasts (switch_cost) and the
+    backlog it leaves (its cost: the drain after it; inf when it never drains)."""
+    n, startup, surge = knobs.speculative_replicas, knobs.startup_seconds, knobs.max_surge
+    roll = switch_cost(curves, current, demand, n, startup, surge, knobs.tpot_slo)
+    return roll, backlog(curves, current, demand, n, startup, surge, DRAIN_MARGIN, knobs.tpot_slo)
 
 
 def recent(restarts: tuple[float, ...], now: float) -> tuple[float, ...]:
@@ -168,7 +266,8 @@ def decide_restart(
     f_oth = pool_rate(curves, target, demand, n)
     regret = integrate(state, f_oth - f_cur, now, knobs.evaluation_interval)
     restarts = recent(state.restarts, now)
-    cost = switch_cost(curves, current, demand, n, knobs.startup_seconds, knobs.max_surge, knobs.tpot_slo)
+    roll, queue = restart_price(knobs, curves, current, demand)
+    cost = roll  # the drain is named, not priced: see the module docstring (measured on the suite)
     fore = ahead(knobs, curves, state, (demand, now, regret), cost, history)
     dt = (
         0.0
@@ -181,13 +280,27 @@ def decide_restart(
                    forecast_ledger=books)  # fmt: skip
     per = demand / n if n > 0 else demand
     load = f"demand {demand:.1f} ({per:.1f}/replica): {current} {f_cur:.0f} tok/s, {target} {f_oth:.0f} tok/s"
-    ledger = f"regret {regret:.0f} tokens vs restart cost {cost:.0f} ({knobs.startup_seconds:.0f} s of lost serving)"
+    ledger = f"regret {regret:.0f} tokens vs restart cost {cost:.0f} ({knobs.startup_seconds:.0f} s of lost serving"
+    if queue.queued > 0 and queue.drains:
+        ledger = (
+            f"{ledger}; the roll queues {queue.queued:.0f} tokens at {queue.arrivals:.0f} tok/s arriving, drained in "
+            f"{queue.drain:.0f} s"
+        )
+    ledger = f"{ledger})"
     if history is not None:
         ledger = f"{ledger}; {fore.why}"
     if n <= 0:
         return hold(held, f"{load}: the pool has no replicas, nothing to restart")
     if f_oth <= f_cur:
         return hold(held, f"{load}; {current} serves at least as much: staying ({ledger})")
+    if not queue.drains:
+        return hold(
+            held,
+            f"{load}; {current} serves less, but a roll would leave a backlog that never drains: "
+            f"{queue.arrivals:.0f} tok/s arrive, the roll queues {queue.queued:.0f} tokens and {n} pods in {target} "
+            f"serve at most {n * capacity(curves, target, knobs.tpot_slo):.0f} (less than {DRAIN_MARGIN:.0%} above "
+            f"the arrivals): staying (regret {regret:.0f} tokens)",
+        )
     always = dominant_mode(curves) is target
     if regret < fore.threshold and not always:
         wait = "covers the cost" if history is None else "reaches the threshold"

@@ -28,6 +28,7 @@ from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.histogram import Histogram
 
 AdaptiveTable = dict[int, list[int]]
+CLOSED_LOOP_REFILLS = 16  # per step: a stream faster than 16 requests per step is still capped (none drawn is)
 
 
 def serving_function(profile: Profile, mode: EngineMode, adaptive: AdaptiveTable | None) -> Callable[[float], float]:
@@ -195,15 +196,34 @@ class Pool:
         if self.queue:
             self._admit(now, slots - self.n_good - self.n_late)
 
-    def serve(self, now: float, dt: float) -> None:
-        """One step of serving the running requests."""
+    def serve_closed(self, now: float, dt: float, tokens_per_request: float) -> None:
+        """One step of a closed loop: a client whose request finishes sends the next one at once, not at the next
+        step. With steps longer than a request (a fast stream's 512 tokens take ~1-4 s, the suite's step is 5)
+        the pool would otherwise run out of work and idle for the rest of the step, capping a closed loop's
+        throughput at clients x tokens per request / dt whatever the mode: both modes then serve the same at
+        light load, and a restart gains nothing it was predicted to. At most CLOSED_LOOP_REFILLS refills."""
+        t, left = now, dt
+        for i in range(CLOSED_LOOP_REFILLS):
+            before = self.stats.completed
+            used = self.serve(t, left, account=i == 0)
+            done = self.stats.completed - before
+            t, left = t + used, left - used
+            if left <= 1e-9 or done <= 1e-12 or used <= 1e-12:
+                return
+            self.arrive(t, done, done * tokens_per_request)
+            self.admit(t)
+
+    def serve(self, now: float, dt: float, account: bool = True) -> float:
+        """One step of serving the running requests; returns the seconds of it the pool had work for (dt, or less
+        when every running request finished before its end). `account`: count the step's down replica-seconds
+        (False: the rest of a step already counted)."""
         n_ready, groups = self._serving(now)
-        if n_ready < len(self.replicas):
+        if n_ready < len(self.replicas) and account:
             self.stats.down_replica_seconds += (len(self.replicas) - n_ready) * dt
         n = self.n_good + self.n_late
         if n_ready == 0 or n <= 0:
             self.last_tps = 0.0
-            return
+            return 0.0
         batch = n / n_ready
         ok_tps = 0.0  # tokens/s of the replicas whose TPOT meets the SLO
         total_tps = 0.0
@@ -223,10 +243,11 @@ class Pool:
             self._demote(1.0 - ok_tps / total_tps)
         w = self.w_good + self.w_late
         served = min(total_tps * dt, w)
-        self.stats.capacity_tokens += total_tps * dt
+        used = served / total_tps if total_tps > 0 and served < total_tps * dt else dt
+        self.stats.capacity_tokens += total_tps * (dt if account else used)
         if served <= 0:
             self.last_tps = 0.0
-            return
+            return 0.0
         # processor sharing: each class gets tokens in proportion to its requests, never more than it has left
         share_good = min(served * self.n_good / n, self.w_good)
         share_late = min(served - share_good, self.w_late)
@@ -248,6 +269,7 @@ class Pool:
             self.stats.tpot.add(tpot_weighted / total_tps, done_good + done_late)
         self.last_tps = (share_good + share_late) / dt
         self._settle()
+        return used
 
     def _demote(self, slow: float) -> None:
         """A good request on a replica over the TPOT SLO this step turns late, with the tokens it already got

@@ -162,7 +162,10 @@ class Simulation:
                         self._apply(cmd, now)
                 self._point(now)
             for pool in pools:
-                pool.serve(now, dt)
+                if closed:
+                    pool.serve_closed(now, dt, load.tokens_per_request)
+                else:
+                    pool.serve(now, dt)
         self.run.in_flight_at_end = sum(p.in_flight for p in pools)
         self.run.queued_at_end = sum(p.queued for p in pools)
         return self.run
