@@ -488,8 +488,10 @@ async def test_load_snapshot_moves_only_materially(world: World) -> None:
     world.prom.demand["kimi-k25"] = 7.6  # +0.6: less than one request
     await world.round_at(105)
     assert len(world.kube.patches) == writes
-    world.prom.demand["kimi-k25"] = 9.0  # +2 and +22%
+    world.prom.demand["kimi-k25"] = 9.0  # +2 and +22%, but the snapshot is 10 s old: it waits
     await world.round_at(110)
+    assert len(world.kube.patches) == writes
+    await world.round_at(130)  # 30 s old: refreshed
     assert len(world.kube.patches) == writes + 1
     assert world.status()["load"]["concurrency"] == 9.0
     assert "lastDecision" not in world.status()

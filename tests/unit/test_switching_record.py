@@ -21,6 +21,7 @@ from specserve.switching.record import (
     became_unavailable,
     decision,
     is_new,
+    load_due,
     load_moved,
     load_snapshot,
     metrics_condition,
@@ -110,3 +111,16 @@ def test_snapshot_reports_each_pools_load() -> None:
         2, 8.0, 812.3, 2.46, 0.0
     )  # fmt: skip
     assert snap.pools[1].running is None  # unknown stays unset, never 0
+
+
+def test_a_load_only_move_waits_until_the_snapshot_is_30_seconds_old() -> None:
+    """A demand that moves every round would write status every evaluation: a material move refreshes the
+    snapshot once it is LOAD_REFRESH_SECONDS old; turning known or unknown refreshes it at once."""
+    old = LoadSnapshot(concurrency=20.0, time="2026-12-04T10:00:00Z")
+    assert not load_due(old, LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:10Z"))
+    assert load_due(old, LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:30Z"))
+    assert not load_due(old, LoadSnapshot(concurrency=20.5, time="2026-12-04T10:05:00Z"))  # not material
+    assert load_due(old, LoadSnapshot(concurrency=None, time="2026-12-04T10:00:02Z"))  # turned unknown
+    assert load_due(LoadSnapshot(concurrency=None, time="2026-12-04T10:00:00Z"),
+                    LoadSnapshot(concurrency=5.0, time="2026-12-04T10:00:02Z"))  # fmt: skip
+    assert load_due(LoadSnapshot(concurrency=20.0), LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:02Z"))

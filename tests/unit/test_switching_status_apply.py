@@ -93,8 +93,9 @@ async def test_the_loop_and_the_reconcile_each_keep_their_own_status_fields(
     assert stored is not None
     assert stored["status"]["load"]["concurrency"] == 7.0 and "switching" in stored["status"]
     assert conditions(stored) == {"Ready": "False", "MetricsAvailable": "True", "Switching": "False"}
-    # The loop writes again (demand moved materially): the reconcile's Ready=False and activeMode stay.
-    again = await loop_round(kube, fake, 30.0, 1010.0)
+    # The loop writes again (demand moved materially, the snapshot 30 s old): the reconcile's Ready=False and
+    # activeMode stay.
+    again = await loop_round(kube, fake, 30.0, 1030.0)
     assert again.written
     stored = fake.get(SPECSERVES, NS, NAME)
     assert stored is not None

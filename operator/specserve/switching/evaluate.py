@@ -28,7 +28,7 @@ from specserve.switching.record import (
     Source,
     decision,
     is_new,
-    load_moved,
+    load_due,
     load_snapshot,
     metrics_condition,
     switching_condition,
@@ -113,7 +113,7 @@ def next_status(
     if recorded:
         new = with_decision(new, decision(verdict, saved.mode, now))
     load = load_snapshot(reading, now)
-    if recorded or new.switching != status.switching or load_moved(status.load, load):
+    if recorded or new.switching != status.switching or load_due(status.load, load):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)
     paused = is_paused(obj.metadata.annotations)

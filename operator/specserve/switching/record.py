@@ -2,8 +2,10 @@
 a bounded history, the load snapshot, and the MetricsAvailable and Switching conditions.
 
 Steady state writes nothing: every field here only changes when something worth telling changed. The load
-snapshot is refreshed with each decision, or when demand moves materially (LOAD_RELATIVE and LOAD_ABSOLUTE),
-or when it turns known or unknown. Condition messages carry no moving numbers for the same reason.
+snapshot is refreshed with each decision, when it turns known or unknown, or when demand has moved materially
+(LOAD_RELATIVE and LOAD_ABSOLUTE) and the snapshot is LOAD_REFRESH_SECONDS old: a demand that moves every round
+would otherwise cost a status write per SpecServe per evaluation (200 SpecServes on a real API server: rounds of
+7-31 s instead of 2, docs/chaos-soak.md). Condition messages carry no moving numbers for the same reason.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from specserve.api.models import (
     PoolLoad,
     SpecServeStatus,
 )
+from specserve.clock import epoch
 from specserve.metrics.promql import SELECTOR_FIELD
 from specserve.metrics.signal import Reading
 from specserve.policy.pause import PAUSED_MESSAGE
@@ -33,6 +36,7 @@ from specserve.switching.state import status_time, to_status
 FAILURE_THRESHOLD = 3  # consecutive unknown evaluations before MetricsAvailable turns False
 LOAD_RELATIVE = 0.10
 LOAD_ABSOLUTE = 1.0
+LOAD_REFRESH_SECONDS = 30.0  # the least age of a snapshot that a load-only move refreshes
 
 
 def decision(verdict: Verdict, from_mode: Mode, now: float) -> Decision:
@@ -112,6 +116,21 @@ def load_moved(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
         return False
     delta = abs(new.concurrency - old.concurrency)
     return delta >= LOAD_ABSOLUTE and delta > LOAD_RELATIVE * max(old.concurrency, new.concurrency)
+
+
+def load_due(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
+    """Whether a load-only change reaches status: a known/unknown turn at once, a material move once the
+    snapshot is LOAD_REFRESH_SECONDS old (an unreadable time counts as old)."""
+    if not load_moved(old, new):
+        return False
+    if old is None or (old.concurrency is None) != (new.concurrency is None):
+        return True
+    if old.time is None or new.time is None:
+        return True
+    try:
+        return epoch(new.time) - epoch(old.time) >= LOAD_REFRESH_SECONDS
+    except ValueError:
+        return True
 
 
 @dataclass(frozen=True)
