@@ -30,6 +30,7 @@ Until there are three readings (they live in memory: after an operator restart) 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from specserve.api.models import Mode, Rule, Weights
@@ -130,9 +131,9 @@ def candidates(spec_weight: int, shared: bool = False) -> list[int]:
 
 
 def shared_forecasts(
-    curves: ModeCurves, spec_weight: int, demand: float, n_spec: int, n_base: int, slo: float | None
+    curves: ModeCurves, weights: Iterable[int], demand: float, n_spec: int, n_base: int, slo: float | None
 ) -> list[SplitForecast]:
-    """Pools on shared GPUs: what each candidate serves once settled at the total demand, the device's time
+    """Pools on shared GPUs: what each weight serves once settled at the total demand, the device's time
     shared by the work: a token costs 1/R of the rate R its pool serves the demand at alone, so a token share w
     serves 1 / (w/R_s + (1-w)/R_b) (each extreme: its pool alone). No transient: moving requests between pools
     on one device frees no capacity, and the independent pools' flow (split_forecast) counts both pools serving
@@ -141,7 +142,7 @@ def shared_forecasts(
     alone_s = served(curves, demand, demand, n_spec, n_base, slo)
     alone_b = served(curves, 0.0, demand, n_spec, n_base, slo)
     out = []
-    for weight in candidates(spec_weight, shared=True):
+    for weight in weights:
         w = weight / 100
         cost = sum(part / alone.tokens_per_second if alone.tokens_per_second > 0 else math.inf
                    for part, alone in ((w, alone_s), (1 - w, alone_b)) if part > 0)  # fmt: skip
@@ -149,6 +150,27 @@ def shared_forecasts(
         within = w * (alone_s.goodput > 0) + (1 - w) * (alone_b.goodput > 0)
         out.append(SplitForecast(weight, tokens * within, tokens))
     return out
+
+
+def forecasts(
+    curves: ModeCurves,
+    weights: Iterable[int],
+    c_spec: float,
+    c_base: float,
+    n_spec: int,
+    n_base: int,
+    slo: float | None,
+    shared: bool = False,
+) -> list[SplitForecast] | None:
+    """What each weight serves from the observed loads (settled on shared GPUs, the pools' flow otherwise); None
+    when nothing is in flight or served."""
+    demand = c_spec + c_base
+    horizon = turnover_horizon(curves, c_spec, demand, n_spec, n_base)
+    if horizon is None:
+        return None
+    if shared:
+        return shared_forecasts(curves, weights, demand, n_spec, n_base, slo)
+    return [split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in weights]
 
 
 def split_forecasts(
@@ -162,15 +184,7 @@ def split_forecasts(
     shared: bool = False,
 ) -> list[SplitForecast] | None:
     """Every candidate's forecast from the observed loads; None when nothing is in flight or served."""
-    demand = c_spec + c_base
-    horizon = turnover_horizon(curves, c_spec, demand, n_spec, n_base)
-    if horizon is None:
-        return None
-    if shared:
-        return shared_forecasts(curves, spec_weight, demand, n_spec, n_base, slo)
-    return [
-        split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon) for w in candidates(spec_weight, shared)
-    ]
+    return forecasts(curves, candidates(spec_weight, shared), c_spec, c_base, n_spec, n_base, slo, shared)
 
 
 def best(options: list[SplitForecast], spec_weight: int, slo: float | None) -> SplitForecast:
@@ -222,17 +236,10 @@ def holds_across(
     whatever the noise hides (light load on the faster pool) needs no more than that, however noisy the demand."""
     spread = min(SPREAD_SIGMAS * jitter(readings), MAX_SPREAD)
     for factor in (1 - spread, 1 + spread):
-        s, b = c_spec * factor, c_base * factor
-        horizon = turnover_horizon(curves, s, s + b, n_spec, n_base)
-        if horizon is None:
+        pair = forecasts(curves, (spec_weight, target), c_spec * factor, c_base * factor, n_spec, n_base, slo, shared)
+        if pair is None:
             return False
-        if shared:
-            by_weight = {f.weight: f for f in shared_forecasts(curves, spec_weight, s + b, n_spec, n_base, slo)}
-            here, there = by_weight[spec_weight], by_weight[target]
-        else:
-            here, there = (
-                split_forecast(curves, w, s, s + b, n_spec, n_base, slo, horizon) for w in (spec_weight, target)
-            )
+        here, there = pair
         if there.gain_over(here, slo) <= ROBUST_GAIN:
             return False
     return True

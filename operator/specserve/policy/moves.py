@@ -16,6 +16,11 @@ def dominant(weights: Weights) -> Mode:
     return Mode.SPECULATIVE if weights.speculative >= SPLIT_POINT else Mode.BASELINE
 
 
+def split_line(weights: Weights) -> int:
+    """The speculative weight on the 50/50 line, on the dominant pool's side of it."""
+    return SPLIT_POINT if dominant(weights) is Mode.SPECULATIVE else SPLIT_POINT - 1
+
+
 def weights_of(spec: int) -> Weights:
     return Weights(speculative=spec, baseline=100 - spec)
 

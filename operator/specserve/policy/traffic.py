@@ -40,13 +40,13 @@ from specserve.api.models import Mode, Rule, Weights
 from specserve.policy.closed_loop import closed_loop
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.moves import (
-    SPLIT_POINT,
     current_weights,
     dominant,
     dwelling,
     ready,
     set_weights,
     show,
+    split_line,
     step_bound,
     weights_of,
 )
@@ -92,9 +92,7 @@ def next_weight(knobs: Knobs, state: PolicyState, w: Weights, target: Weights, n
     new_spec = w.speculative + step
     if dominant(weights_of(new_spec)) is not dominant(w) and dwelling(knobs, state, now):
         # shared GPUs: a split serves less than either pool alone, so the weights wait where they are
-        line = (
-            w.speculative if knobs.shared_gpus else SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
-        )
+        line = w.speculative if knobs.shared_gpus else split_line(w)
         began = now - state.mode_since
         return (
             line,
@@ -172,7 +170,7 @@ def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: 
             f"x(1±{knobs.hysteresis:g})): holding",
         )
     if dominant(target) is not dominant(w) and not knobs.shared_gpus:
-        line = SPLIT_POINT if dominant(w) is Mode.SPECULATIVE else SPLIT_POINT - 1
+        line = split_line(w)
         gain = crossing_gain(curves, line, target.speculative, demand, n_s, n_b, knobs.tpot_slo)
         if gain < MODE_GAIN:
             best += f" (only {gain * 100:+.2f} % over the 50/50 line: {dominant(w)} stays dominant)"
