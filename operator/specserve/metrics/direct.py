@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserve.metrics.promql import PoolKey, Query, Signal, Windows
+from specserve.metrics.promql import LATENCY_MIN_COMPLETIONS, PoolKey, Query, Signal, Windows
 from specserve.metrics.results import QueryResult
 
 Fetch = Callable[[str], Awaitable[str]]
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 TTFT = "sglang:time_to_first_token_seconds_bucket"
 TPOT = "sglang:request_time_per_output_token_seconds_bucket"
+E2E = "sglang:e2e_request_latency_seconds"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class Scrape:
     gen_throughput: float | None = None
     ttft: tuple[Bucket, ...] = ()
     tpot: tuple[Bucket, ...] = ()
+    latency_seconds: float = 0.0  # the finished requests' end-to-end seconds, summed (a counter)
+    finished: float = 0.0  # how many finished (a counter)
 
 
 class NoLoadSeriesError(ValueError):
@@ -82,6 +85,8 @@ def parse_scrape(text: str) -> Scrape:
         gen_throughput=sums.get("sglang:gen_throughput"),
         ttft=tuple(sorted(buckets[TTFT].items())),
         tpot=tuple(sorted(buckets[TPOT].items())),
+        latency_seconds=sums.get(f"{E2E}_sum", 0.0),
+        finished=sums.get(f"{E2E}_count", 0.0),
     )
 
 
@@ -132,6 +137,7 @@ class PoolView:
     accept_length: float | None
     spec_steps: float | None
     gen_throughput: float | None = None
+    latency_in_flight: float | None = None
 
 
 def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> PoolView:
@@ -143,6 +149,7 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
     tpot: dict[float, float] = {}
     accepts, steps = [], []
     gen: float | None = None
+    latency, finished = 0.0, 0.0
     for history in histories:
         smooth = _window(history, now, windows.smooth)
         if not smooth:
@@ -164,6 +171,9 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
             for into, buckets in ((ttft, _delta(first.ttft, final.ttft)), (tpot, _delta(first.tpot, final.tpot))):
                 for le, count in buckets:
                     into[le] = into.get(le, 0.0) + count
+        if t1 > t0 and final.finished >= first.finished and final.latency_seconds >= first.latency_seconds:
+            latency += (final.latency_seconds - first.latency_seconds) / (t1 - t0)
+            finished += final.finished - first.finished
     return PoolView(
         running,
         queued,
@@ -173,6 +183,7 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
         sum(accepts) / len(accepts) if accepts else None,
         sum(steps) / len(steps) if steps else None,
         gen,
+        latency if finished >= LATENCY_MIN_COMPLETIONS else None,
     )
 
 
@@ -189,6 +200,7 @@ def _results(key: PoolKey, view: PoolView, pods: int, now: float, origin: str) -
         Signal.ACCEPT_LENGTH: view.accept_length,
         Signal.SPEC_STEPS: view.spec_steps,
         Signal.GEN_THROUGHPUT: view.gen_throughput,
+        Signal.LATENCY_IN_FLIGHT: view.latency_in_flight,
         Signal.SERIES: float(pods),
     }
     return [

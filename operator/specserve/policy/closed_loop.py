@@ -254,11 +254,9 @@ def remember(readings: tuple[float, ...], demand: float) -> tuple[float, ...]:
 
 
 def in_flight(signal: PoolSignal | None) -> float | None:
-    """A pool's observed requests in flight (running + queued); None: not observed, or no plausible count."""
-    if signal is None or signal.running is None:
-        return None
-    total = signal.running + (signal.queued or 0.0)
-    return total if math.isfinite(total) and total >= 0 else None
+    """A pool's observed requests in flight (PoolSignal.in_flight); None: not observed, or no plausible count."""
+    total = signal.in_flight() if signal is not None else None
+    return total if total is not None and math.isfinite(total) and total >= 0 else None
 
 
 def reachable(knobs: Knobs, state: PolicyState, w: Weights, spec_weight: int, now: float, crossing: bool) -> bool:
