@@ -129,6 +129,29 @@ def test_direct_counts_requests_in_flight_by_littles_law_from_enough_finished_re
     assert second[Signal.LATENCY_IN_FLIGHT].values == ({KEY: expected} if expected is not None else {})
 
 
+def test_direct_rates_the_decode_tokens_counted_every_step_and_only_those() -> None:
+    def decoded(decode: float) -> str:
+        return f"""# TYPE sglang:realtime_tokens counter
+sglang:realtime_tokens_total{{model_name="m",mode="decode"}} {decode}
+sglang:realtime_tokens_total{{model_name="m",mode="prefill_compute"}} {10 * decode}
+"""
+
+    assert parse_scrape(exposition(2, 0, 0)).decode_tokens is None  # an engine without the counter: unknown
+    pages = iter([exposition(2, 0, 0) + decoded(1000), exposition(2, 0, 0) + decoded(8000)])
+    clock = iter([100.0, 110.0])
+
+    async def fetch(url: str) -> str:
+        return next(pages)
+
+    source = DirectSource(fetch, lambda: next(clock))
+    pods = {KEY: ["http://10.0.0.1:30000/metrics"]}
+    windows = Windows(smooth=30, rate=60)
+    asyncio.run(source.read(pods, windows))
+    second = {r.query.signal: r for r in asyncio.run(source.read(pods, windows))}
+    assert second[Signal.DECODE_TOKENS].values == {KEY: 700.0}  # 7000 decode tokens in 10 s; prefill not counted
+    assert second[Signal.TOKENS].values == {KEY: 0.0}  # no request finished: the finished-token rate says 0
+
+
 def test_a_failed_scrape_makes_its_pool_unknown() -> None:
     async def fetch(url: str) -> str:
         raise ValueError("garbage")

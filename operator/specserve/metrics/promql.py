@@ -44,6 +44,10 @@ class Signal(StrEnum):
     # without the requests it admits: under synchronized arrivals (a closed loop of equal requests) the gauge read
     # half of the requests in flight on the H200 (docs/real-engine.md). Absent with too few completions to trust.
     LATENCY_IN_FLIGHT = "latency_in_flight"
+    # Tokens the engines decode per second, counted every decode step (sglang:realtime_tokens_total, mode decode):
+    # what a pool sustains, in the units `specserve bench` measures the curves in, without waiting for requests to
+    # finish. What the live curves learn from (policy.learning).
+    DECODE_TOKENS = "decode_tokens_per_second"
     FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
     SERIES = "series"  # how many pods (scrape targets) report per pool: fewer than its Ready pods: load unknown
     # Restart's demand history (history_queries, policy.forecast): requests in flight a day and a week ago, and
@@ -124,6 +128,8 @@ def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) 
             return f"avg{group} (avg_over_time(sglang:spec_accept_length{{{matchers}}}{smooth}))"
         case Signal.GEN_THROUGHPUT:
             return f"sum{group} (avg_over_time(sglang:gen_throughput{{{matchers}}}{smooth}))"
+        case Signal.DECODE_TOKENS:
+            return f'sum{group} (rate(sglang:realtime_tokens_total{{mode="decode",{matchers}}}[{windows.rate}s]))'
         case Signal.LATENCY_IN_FLIGHT:
             e2e = "sglang:e2e_request_latency_seconds"
             on = f" on ({', '.join(by)})" if by else " on ()"

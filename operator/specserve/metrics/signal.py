@@ -145,6 +145,7 @@ def read(target: ReadTarget, results: dict[tuple[Signal, PoolKey | None], QueryR
             accept_length=_extra(results, Signal.ACCEPT_LENGTH, key) if pool.speculative else None,
             spec_num_steps=_extra(results, Signal.SPEC_STEPS, key) if pool.speculative else None,
             latency_in_flight=_extra(results, Signal.LATENCY_IN_FLIGHT, key),
+            decode_tokens_per_second=_extra(results, Signal.DECODE_TOKENS, key),
         )
         demand += signal.in_flight() or 0.0
     if failure is not None:

@@ -32,6 +32,7 @@ class PoolSignal:
     accept_length: float | None = None  # speculative pods only
     spec_num_steps: float | None = None  # the active steps; 0 when Adaptive turned drafting off
     gen_throughput: float | None = None  # the engines' decode tokens/s gauge, summed over the pool's pods
+    decode_tokens_per_second: float | None = None  # decoded every step (Signal.DECODE_TOKENS), over the pool's pods
     # Requests in flight by Little's law (metrics.promql.Signal.LATENCY_IN_FLIGHT); None: too few finished to say
     latency_in_flight: float | None = None
 
