@@ -1,4 +1,4 @@
-"""TrafficSplit's closed loop (policy.closed_loop): split_forecasts from the observed loads, the noise
+"""TrafficSplit's closed loop (policy.closed_loop): the candidates' forecasts from the observed loads, the noise
 that calms it, and the knobs it honours (step bound, stabilization windows and min dwell across the 50/50 line)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
 from specserve.api.validation import parse_object
-from specserve.policy.closed_loop import arrival_rate, candidates, jitter, split_forecasts, tolerance
+from specserve.policy.closed_loop import arrival_rate, candidates, forecasts, jitter, tolerance
 from specserve.policy.curves import ModeCurves, model_from_crossover
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.learning import Measurement, effective, observe
@@ -70,7 +70,7 @@ def plant(
 
 
 def test_the_best_forecast_from_an_overloaded_pool_is_the_weight_that_holds_the_best_split() -> None:
-    options = split_forecasts(KNEES, 60, 25.0, 5.0, 1, 1, None)
+    options = forecasts(KNEES, candidates(60), 25.0, 5.0, 1, 1, None)
     assert options is not None and [f.weight for f in options] == candidates(60)
     best = max(options, key=lambda f: f.tokens)
     assert 48 <= best.weight <= 52
@@ -144,7 +144,7 @@ def test_a_weight_is_worth_where_it_settles_not_its_transient_alone() -> None:
     case, profile, doc, _ = draw_case(7, 33)
     sc = scenario(parse_object(doc), profile, Slo(ttft=DEFAULT_SLO_TTFT, tpot=case.tpot_slo), dt=DT)
     assert sc.curves is not None
-    options = {f.weight: f for f in split_forecasts(sc.curves, 63, 83.6, 25.8, 2, 2, case.tpot_slo) or []}
+    options = {f.weight: f for f in forecasts(sc.curves, candidates(63), 83.6, 25.8, 2, 2, case.tpot_slo) or []}
     assert options[45].goodput > options[63].goodput * 1.05
 
 
@@ -284,7 +284,7 @@ def test_learned_curves_split_a_loaded_pool_under_an_slo_no_weight_meets() -> No
 
 def test_with_an_slo_some_weight_meets_goodput_still_decides() -> None:
     # the fallback is for a tie at zero only: where the idle pool serves within the SLO, goodput leads
-    options = split_forecasts(profile_curves(ILLUSTRATIVE), 100, 200.0, 0.0, 1, 1, 0.05)
+    options = forecasts(profile_curves(ILLUSTRATIVE), candidates(100), 200.0, 0.0, 1, 1, 0.05)
     assert options is not None
     here = next(f for f in options if f.weight == 100)
     there = next(f for f in options if f.weight == 90)

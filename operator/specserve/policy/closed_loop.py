@@ -189,21 +189,6 @@ def forecasts(
     return [split_forecast(curves, w, c_spec, demand, n_spec, n_base, slo, horizon, arrivals) for w in weights]
 
 
-def split_forecasts(
-    curves: ModeCurves,
-    spec_weight: int,
-    c_spec: float,
-    c_base: float,
-    n_spec: int,
-    n_base: int,
-    slo: float | None,
-    shared: bool = False,
-    arrivals: float | None = None,
-) -> list[SplitForecast] | None:
-    """Every candidate's forecast from the observed loads; None when nothing is in flight or served."""
-    return forecasts(curves, candidates(spec_weight, shared), c_spec, c_base, n_spec, n_base, slo, shared, arrivals)
-
-
 SETTLE_EVALUATIONS = 3  # while a pool queues, the evaluations a weight change is left to settle
 QUEUED = 0.05  # a pool queues when more than this share of its running requests (and more than one) wait
 
@@ -376,7 +361,7 @@ def towards(
 
 
 def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sample, where: str) -> Step | None:
-    """Both pools Ready and observed: the weight split_forecasts predicts to serve the most from the loads
+    """Both pools Ready and observed: the candidate weight `forecasts` predicts to serve the most from the loads
     the pools hold, among those one evaluation may reach (the step bound; across the 50/50 line only after the
     direction's stabilization window and min dwell), when it gains more than the demand's noise. None: the
     open-loop rules decide (a pool without a Ready replica or not observed)."""
@@ -398,7 +383,8 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
                 replace(state, recent_demand=readings),
                 f"{loads}: weights {show(w)} stay while the pools settle ({settling:.0f} s since the last change)",
             )
-    options = split_forecasts(curves, w.speculative, c_s, c_b, n_s, n_b, slo, knobs.shared_gpus, flow)
+    shared = knobs.shared_gpus
+    options = forecasts(curves, candidates(w.speculative, shared), c_s, c_b, n_s, n_b, slo, shared, flow)
     if options is None:
         return hold(replace(state, pending=None, recent_demand=readings), f"{loads}: weights {show(w)} stay")
     ideal = best(options, w.speculative, slo)
