@@ -13,6 +13,7 @@ from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.learning import (
+    ACCEPT_CONFIRM,
     CONFIDENT,
     SLEW_PER_HOUR,
     Drift,
@@ -130,6 +131,25 @@ def test_accept_length_scales_the_whole_speculative_curve() -> None:
     # Never observed at 32, yet scaled with the accept length.
     value, _ = learned_at(learning, Mode.SPECULATIVE, 32.0)
     assert value == pytest.approx(CALIBRATED.speculative.at(32.0) * 2.0 / 3.2, rel=0.05)
+
+
+def test_a_confirmed_accept_length_drop_moves_the_curve_the_policy_decides_with_at_once() -> None:
+    # The H200's drift: half of the requests sampled halved the accept length within a minute; slewed at 25 % an
+    # hour the curve moved 1 % in the 100 s the drift lasted, and the weights stayed on speculation.
+    learning = start(CALIBRATED)
+    t = 0.0
+    for _ in range(8):
+        seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0), accept_length=3.2)]
+        learning = observe(learning, CALIBRATED, seen, t).learning
+        t += 15.0
+    for _ in range(ACCEPT_CONFIRM):  # confirmed after ACCEPT_CONFIRM readings, 45 s
+        seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * 0.5, accept_length=1.6)]
+        learning = observe(learning, CALIBRATED, seen, t).learning
+        t += 15.0
+    eff = effective(CALIBRATED, learning)
+    for x in (1.0, 4.0, 32.0):
+        assert eff.speculative.at(x) == pytest.approx(CALIBRATED.speculative.at(x) * 0.5, rel=0.02)
+    assert eff.baseline == CALIBRATED.baseline
 
 
 def test_shape_is_non_decreasing() -> None:

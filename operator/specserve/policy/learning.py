@@ -58,7 +58,7 @@ MIN_RUNNING = 0.5  # requests per replica below which a pool's tokens/s says not
 class Point:
     weight: float = 0.0  # decayed evidence (rounds)
     ratio: float = 1.0  # evidence mean of observed / calibrated (speculative: per unit accept scale)
-    applied: float = 1.0  # the ratio the policy decides with (confident, slew-bounded)
+    applied: float = 1.0  # the learned ratio the policy decides with (confident, slew-bounded; per unit accept scale)
 
 
 @dataclass(frozen=True)
@@ -287,14 +287,16 @@ def _learn_one(learning: Learning, curves: ModeCurves, seen: Measurement) -> tup
 
 
 def _slew(learning: Learning, dt: float) -> Learning:
+    """Moves the applied ratios towards the learned ones, bounded: learned throughput is noisy evidence. The accept
+    scale is not slewed (`effective` applies it at once): a confirmed accept length is measured directly, and on
+    the H200 a prompt-mix change halved it within a minute while the bound let the curve move 1 % (docs/learning.md)."""
     bound = SLEW_PER_HOUR * dt / 3600.0
     out = learning
     for mode in (Mode.SPECULATIVE, Mode.BASELINE):
         learned = learning.of(mode)
-        scale = accept_scale(learning) if mode is Mode.SPECULATIVE else 1.0
         points = []
         for p in learned.points:
-            target = (estimate(p) if confidence(p) >= CONFIDENT else 1.0) * scale
+            target = estimate(p) if confidence(p) >= CONFIDENT else 1.0
             applied = p.applied + max(-bound, min(bound, target - p.applied))
             points.append(replace(p, applied=applied))
         out = out.with_mode(mode, replace(learned, points=tuple(points)))
@@ -359,8 +361,10 @@ def _curve(base: Curve, grid: Sequence[float], ratios: Sequence[float], what: st
 
 
 def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
-    """The curves the policy decides with: calibrated, scaled where learning is confident (slew-bounded)."""
-    spec = [p.applied for p in learning.speculative.points]
+    """The curves the policy decides with: calibrated, scaled where learning is confident (slew-bounded), the
+    speculative curve also by the confirmed accept length's scale (at once)."""
+    scale = accept_scale(learning)
+    spec = [p.applied * scale for p in learning.speculative.points]
     base = [p.applied for p in learning.baseline.points]
     return ModeCurves(
         speculative=_curve(curves.speculative, learning.grid, spec, "effective speculative"),
