@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 from specserve.api.conditions import CURVE_DRIFT
 from specserve.api.curves import Curve
 from specserve.api.models import LearningStatus, Mode, SpecServeStatus, Strategy
 from specserve.objects import Remembered
 from specserve.policy.curves import ModeCurves
-from specserve.policy.learning import CONFIDENT, MAX_GRID, coverage
+from specserve.policy.learning import CONFIDENT, MAX_GRID, coverage, start
 from specserve.policy.types import PoolSignal, Sample
 from specserve.switching.learning import (
+    drift_condition,
     from_status,
     learning_round,
     persist_seconds,
@@ -100,6 +102,21 @@ def test_a_drift_writes_at_once_and_sets_the_condition() -> None:
     assert cond.reason in ("Relearning", "Relearned")
     quiet = learning_round(None, None, CALIBRATED, sample(0.0, 1.0, running=0.0), Strategy.TRAFFIC_SPLIT, True, 15.0)
     cond = next(c for c in quiet.apply(status, 3, 0.0).conditions if c.type == CURVE_DRIFT)
+    assert (cond.status, cond.reason) == ("False", "NoDrift")
+
+
+def test_an_accept_length_moved_from_the_calibrated_one_is_named_in_the_drift_condition() -> None:
+    """The H200's drift half: the accept length fell from 3.98 to 1.66, the whole speculative curve with it; no
+    residual fires the drift test (the accept scale explains the fall), so only this rule names it."""
+    moved = replace(start(CALIBRATED), accept_reference=3.98, accept_recent=1.66)
+    cond = next(c for c in drift_condition(SpecServeStatus(), moved, 3, 0.0).conditions if c.type == CURVE_DRIFT)
+    assert (cond.status, cond.reason) == ("True", "AcceptLengthMoved")
+    # The message holds no live numbers: another reading of the same state writes nothing.
+    again = replace(moved, accept_recent=1.7)
+    cond2 = next(c for c in drift_condition(SpecServeStatus(), again, 3, 0.0).conditions if c.type == CURVE_DRIFT)
+    assert cond2.message == cond.message
+    near = replace(moved, accept_recent=3.6)
+    cond = next(c for c in drift_condition(SpecServeStatus(), near, 3, 0.0).conditions if c.type == CURVE_DRIFT)
     assert (cond.status, cond.reason) == ("False", "NoDrift")
 
 

@@ -78,6 +78,31 @@ def test_shared_gpus_come_back_to_speculation_in_one_step_at_low_load() -> None:
     assert verdict.state.weights == Weights(speculative=100, baseline=0), verdict.reason
 
 
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("demand", [0.0, 4.0, 128.0])
+def test_no_weight_goes_back_to_a_pool_with_no_ready_replica(shared: bool, demand: float) -> None:
+    """The H200 run's start: the speculative pod not Ready yet, no load. The extremes tie at 0 tok/s, the tie went
+    to speculation, and the weights flipped onto the dead pool and back (failover) every 4 s for a minute."""
+    k = knobs(Strategy.TRAFFIC_SPLIT, **CALM, shared_gpus=shared)
+    dead_spec = Sample(
+        time=0.0,
+        demand=demand,
+        speculative=PoolSignal(ready_replicas=0, running=0.0, queued=0.0),
+        baseline=PoolSignal(ready_replicas=1, running=demand, queued=0.0),
+    )
+    verdict = decide(k, H200, state(0), dead_spec)
+    assert verdict.state.weights == Weights(speculative=0, baseline=100), verdict.reason
+    assert verdict.action is Action.HOLD, verdict.reason
+    dead_base = replace(
+        dead_spec,
+        speculative=PoolSignal(ready_replicas=1, running=demand, queued=0.0),
+        baseline=PoolSignal(ready_replicas=0, running=0.0, queued=0.0),
+    )
+    verdict = decide(k, H200, state(100), dead_base)
+    assert verdict.state.weights == Weights(speculative=100, baseline=0), verdict.reason
+    assert verdict.action is Action.HOLD, verdict.reason
+
+
 def test_shared_gpus_never_settle_on_a_split_where_exclusive_pools_do() -> None:
     """At 60 in flight the independent model splits the load (two pools' capacities add up); on shared GPUs the
     weights stay on the better pool alone."""

@@ -56,6 +56,7 @@ PAUSED = "Paused"
 NO_DRIFT = "NoDrift"
 RELEARNING = "Relearning"
 RELEARNED = "Relearned"
+ACCEPT_LENGTH_MOVED = "AcceptLengthMoved"  # True: the speculative curve is scaled by a moved accept length
 
 # -- Progressing: the rollout step running (True), or settled / stuck (False, the pool's failure)
 APPLYING = "Applying"

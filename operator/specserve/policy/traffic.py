@@ -145,6 +145,11 @@ def split_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: 
     w = current_weights(state)
     if n_s + n_b == 0:
         return hold(replace(state, pending=None), "no Ready replica in either pool: holding")
+    if n_s == 0 or n_b == 0:
+        # Weights only on Ready pools: the failover has moved them off the empty one. Weighing the curves here
+        # would tie at no load (both extremes serve 0) and send the weights back onto the dead pool.
+        empty = "speculative" if n_s == 0 else "baseline"
+        return hold(replace(state, pending=None), f"the {empty} pool has no Ready replica: weights stay {show(w)}")
     c = crossover(curves) if knobs.crossover is None else knobs.crossover
     where = f"demand {demand:.1f} ({demand / (n_s + n_b):.1f}/replica" + (f", crossover {c:.1f})" if c else ")")
     predicted = closed_loop(knobs, curves, state, sample, where)

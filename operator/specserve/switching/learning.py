@@ -28,10 +28,12 @@ from specserve.objects import Remembered
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.drift import Cusum
 from specserve.policy.learning import (
+    ACCEPT_OUTLIER,
     Drift,
     Learning,
     ModeLearning,
     Point,
+    accept_scale,
     coverage,
     decision_curves,
     effective,
@@ -145,10 +147,23 @@ def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: 
 
 
 def drift_condition(status: SpecServeStatus, learning: Learning, generation: int | None, now: float) -> SpecServeStatus:
-    """CurveDrift: True from a drift until the drifted mode's curve is confident somewhere again."""
+    """CurveDrift: True from a drift until the drifted mode's curve is confident somewhere again; True too while
+    the confirmed accept length is more than ACCEPT_OUTLIER from the one the curves were measured at (the whole
+    speculative curve is scaled with it: a prompt-mix change, not a residual the drift test sees). The message
+    holds no live numbers, so that the condition is written on a transition only (the values are in
+    status.learning)."""
     drift = learning.last_drift
     cond: tuple[ConditionStatus, str, str]
-    if drift is None:
+    relearning = drift is not None and coverage(learning, drift.mode) is None
+    if not relearning and abs(accept_scale(learning) - 1) > ACCEPT_OUTLIER:
+        cond = (
+            ConditionStatus.TRUE,
+            reasons.ACCEPT_LENGTH_MOVED,
+            f"the speculative pools' accept length moved more than {ACCEPT_OUTLIER:.0%} from the one the curves "
+            "were measured at (status.learning.acceptLength, acceptLengthReference): the speculative curve is "
+            "scaled with it",
+        )
+    elif drift is None:
         cond = (ConditionStatus.FALSE, reasons.NO_DRIFT, "The pools serve what the learned curves predict.")
     else:
         moved = f"{drift.mode.value} curve moved {drift.shift:+.0%} at {status_time(drift.time)}"
