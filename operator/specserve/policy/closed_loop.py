@@ -32,7 +32,10 @@ replace completions sends the pool that keeps up more than it can serve (seed 7 
 the speculative pool's queue grew to 7000 while the baseline pool sat above its TPOT goal, 23 % of the tokens
 below a fixed split). There the forecast follows both pools' loads under the arrivals the pools show
 (`arrival_rate`): a pool that keeps up completes what its weight sends it, so its tokens/s over its weight is the rate
-work arrives at, whatever piles up on the other.
+work arrives at, whatever piles up on the other. Only while the queue grows or drains: arrivals more than
+GROWING off what both pools complete, and the demand moving that way over the last TREND_READINGS readings. A closed
+loop queues too (more clients than slots), but its queue holds still between client changes and is demand the
+closed loop's flow follows (seed 7 cases 21 and 66: bursts and weekends).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from specserve.api.models import Mode, Rule, Weights
 from specserve.policy.curves import ModeCurves, rate
@@ -190,6 +194,8 @@ def forecasts(
 
 
 SETTLE_EVALUATIONS = 3  # while a pool queues, the evaluations a weight change is left to settle
+GROWING = 0.02  # arrivals this far from what both pools complete: an open loop's queue grows or drains
+TREND_READINGS = 4  # the demand readings that must each move that way (moving)
 QUEUED = 0.05  # a pool queues when more than this share of its running requests (and more than one) wait
 
 
@@ -200,27 +206,45 @@ def queues(signal: PoolSignal | None) -> bool:
     return signal.queued > max(1.0, QUEUED * signal.running)
 
 
-def arrival_rate(curves: ModeCurves, sample: Sample, spec_weight: int, n_spec: int, n_base: int) -> float | None:
+def arrival_rate(
+    curves: ModeCurves, sample: Sample, spec_weight: int, n_spec: int, n_base: int, readings: tuple[float, ...]
+) -> float | None:
     """The rate work arrives at (tokens/s) while a pool queues; None: neither queues (the closed loop's flow, an
     arrival for every completion, describes the pools) or nothing to tell it from. A pool that keeps up completes
     what its weight sends it: its tokens/s over its weight is the whole arrival rate (the route splits arrivals,
     not tokens, but both pools serve one distribution of lengths). While both queue, that ratio's largest is the
-    least the arrivals can be."""
+    least the arrivals can be. None too while the queue holds still (a closed loop's: `readings`, the demand)."""
     pools = ((sample.speculative, curves.speculative, n_spec, spec_weight),
              (sample.baseline, curves.baseline, n_base, 100 - spec_weight))  # fmt: skip
     if not any(queues(signal) for signal, *_ in pools):
         return None
     rates: list[tuple[bool, float]] = []
+    completed = 0.0
     for signal, curve, n, weight in pools:
         load = in_flight(signal)
-        if signal is None or load is None or weight <= 0 or n <= 0:
+        if signal is None or load is None or n <= 0:
             continue
         read = signal.tokens_per_second
         tps = read if read is not None and math.isfinite(read) and read >= 0 else n * rate(curve, load / n)
-        rates.append((queues(signal), tps * 100 / weight))
+        completed += tps
+        if weight > 0:
+            rates.append((queues(signal), tps * 100 / weight))
     keeping_up = [r for queued, r in rates if not queued]
     found = keeping_up or [r for _, r in rates]
-    return max(found) if found and max(found) > 0 else None
+    arrivals = max(found) if found else 0.0
+    # a closed loop's clients send a request per completion, so its queue holds still between client changes: the
+    # queue is part of the demand the closed loop's flow follows (suite seed 7 cases 21 and 66, bursts and
+    # weekends: read as arrivals, +24.6 -> +14.4 % and +10.2 -> -6.9 % of the tokens against the best fixed
+    # split). An open loop's queue grows while arrivals exceed completions and drains while they fall short.
+    way = 1 if arrivals > completed * (1 + GROWING) else -1 if arrivals < completed * (1 - GROWING) else 0
+    return arrivals if way != 0 and moving(readings, way) else None
+
+
+def moving(readings: tuple[float, ...], way: int) -> bool:
+    """Whether the last TREND_READINGS demand readings each moved `way` (+1 up, -1 down) from the one before: a
+    queue that grows or drains, not a closed loop's step to a new client count (one move, then level)."""
+    last = readings[-TREND_READINGS:]
+    return len(last) == TREND_READINGS and all((b - a) * way > 0 for a, b in pairwise(last))
 
 
 def best(options: list[SplitForecast], spec_weight: int, slo: float | None) -> SplitForecast:
@@ -373,7 +397,7 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     w = current_weights(state)
     readings = remember(state.recent_demand, c_s + c_b)
     loads = f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight"
-    flow = arrival_rate(curves, sample, w.speculative, n_s, n_b)
+    flow = arrival_rate(curves, sample, w.speculative, n_s, n_b, readings)
     if flow is not None:
         loads += f" (a pool queues: arrivals {flow:.0f} tok/s)"
         settling = now - state.last_switch if state.last_switch is not None else math.inf
