@@ -49,7 +49,8 @@ Invariants (each breach printed with its time; --reaction-bound seconds of grace
 
 Summary: failovers (pods lost on the weighted pool -> weight off it, while the other pool was Ready) p50/p99,
 leader takeovers, decisions of other SpecServes while a hostile metric was published (switching went on), faults
-and violations by kind. The operator under test is the one on this branch.
+and violations by kind, the leader's switching rounds (its specserve_evaluation_round_seconds, read every 2 s) and
+its CPU. The operator under test is the one on this branch.
 """
 
 from __future__ import annotations
@@ -304,6 +305,7 @@ class Operators:
         self.workdir, self.kubeconfig, self.lease_namespace = workdir, kubeconfig, lease_namespace
         self.prometheus_url, self.resync, self.lease = prometheus_url, resync, lease
         self.replicas: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, int] = {}  # replica -> its --metrics-port (RoundMeter reads the leader's rounds there)
         self.started = 0
 
     @classmethod
@@ -316,9 +318,11 @@ class Operators:
     def start_one(self) -> str:
         self.started += 1
         identity = f"operator-{self.started}"
+        self.ports[identity] = _free_port()
         args = ["run", "-n", NS, "--resync-seconds", f"{self.resync:g}", "--leader-elect",
                 "--leader-election-namespace", self.lease_namespace, "--lease-seconds", f"{self.lease:g}",
-                "--api-timeout-seconds", "5", "--log-level", "warning"]  # fmt: skip
+                "--metrics-port", str(self.ports[identity]), "--api-timeout-seconds", "5",
+                "--log-level", "warning"]  # fmt: skip
         if self.prometheus_url:
             args += ["--prometheus-url", self.prometheus_url]
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAME": identity,
@@ -369,6 +373,109 @@ class Operators:
             except subprocess.TimeoutExpired:
                 process.kill()
         self.replicas.clear()
+
+
+ROUND_METRIC = "specserve_evaluation_round_seconds"  # the switching loop's round wall time (telemetry)
+METER_EVERY = 2.0  # seconds between two reads of the leader's metrics (an exposition costs it a few ms)
+
+
+def round_totals(text: str) -> tuple[float, float] | None:
+    """(rounds, seconds) of the switching loop from an operator's metrics exposition (None: not in it)."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        for suffix in ("_count", "_sum"):
+            if line.startswith(f"{ROUND_METRIC}{suffix} "):
+                values[suffix] = float(line.split()[1])
+    return (values["_count"], values["_sum"]) if len(values) == 2 else None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process (None: gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Round:
+    seen: float  # monotonic time of the read that saw it end
+    seconds: float  # its wall time (the mean, when more than one round ended between two reads)
+    rounds: int
+    leader: str
+
+
+class RoundMeter:
+    """The leader's switching rounds, from the histogram it exports (specserve_evaluation_round_seconds), read every
+    METER_EVERY s: each read's increase of _sum over that of _count is the mean of the rounds that ended since the
+    last read, so a round longer than METER_EVERY (the ones that delay a reaction) is timed exactly. Beside it, the
+    leader process's CPU share between reads and the machine's load average: a slow round beside an idle CPU waits
+    on the API server, one at a full core is the operator's own work or its share of a saturated machine."""
+
+    def __init__(self, world: World, operators: Operators) -> None:
+        self.world, self.operators = world, operators
+        self.rounds: list[Round] = []
+        self.cpu: list[float] = []  # the leader's CPU share between two reads (1.0: one core)
+        self.load: list[float] = []  # the 1-minute load average at each read
+        self._totals: dict[str, tuple[float, float]] = {}  # replica -> (rounds, seconds) at its last read
+        self._cpu: dict[str, tuple[float, float]] = {}  # replica -> (monotonic, CPU seconds) at its last read
+
+    async def run(self) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=METER_EVERY)) as session:
+            while True:
+                await asyncio.sleep(METER_EVERY)
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                    await self.read(session)
+
+    async def read(self, session: aiohttp.ClientSession) -> None:
+        leader = self.world.leader() or ""
+        port, process = self.operators.ports.get(leader), self.operators.replicas.get(leader)
+        if port is None or process is None:
+            return
+        now = time.monotonic()
+        self.load.append(os.getloadavg()[0])
+        used = cpu_seconds(process.pid)
+        if used is not None:
+            last = self._cpu.get(leader)
+            if last is not None and now > last[0]:
+                self.cpu.append((used - last[1]) / (now - last[0]))
+            self._cpu[leader] = (now, used)
+        # Only the round histogram's two series: the whole exposition (per-SpecServe families, ~0.7 MB at 200
+        # SpecServes) took the leader 0.2-0.5 s to build, every read (the fourth real-plane run paid that).
+        names = [("name[]", f"{ROUND_METRIC}_count"), ("name[]", f"{ROUND_METRIC}_sum")]
+        async with session.get(f"http://127.0.0.1:{port}/metrics", params=names) as response:
+            totals = round_totals(await response.text())
+        if totals is None:
+            return
+        # A replica's histogram starts at zero with its process, and only a leader runs rounds.
+        count, seconds = self._totals.get(leader, (0.0, 0.0))
+        self._totals[leader] = totals
+        if totals[0] > count:
+            n = round(totals[0] - count)
+            self.rounds.append(Round(time.monotonic(), (totals[1] - seconds) / n, n, leader))
+
+    def since(self, start: float) -> list[float]:
+        """The rounds seen ending since `start` (monotonic), in seconds: what a late reaction waited on."""
+        return [round(r.seconds, 1) for r in self.rounds if r.seen >= start]
+
+    def figures(self, t0: float) -> JSON:
+        each = [r.seconds for r in self.rounds for _ in range(r.rounds)]
+
+        def q(values: list[float], p: float) -> float | None:
+            got = _percentile(values, p)
+            return None if got is None else round(got, 2)
+
+        return {
+            "switching_rounds_timed": len(each),
+            "switching_round_seconds": {"p50": q(each, 0.5), "p90": q(each, 0.9), "p99": q(each, 0.99),
+                                        "max": q(each, 1.0), "over_2s": sum(1 for x in each if x > 2.0)},
+            "leader_cpu_share": {"p50": q(self.cpu, 0.5), "p90": q(self.cpu, 0.9), "max": q(self.cpu, 1.0)},
+            "load_average_1m": {"p50": q(self.load, 0.5), "p90": q(self.load, 0.9), "max": q(self.load, 1.0)},
+            # [seconds since the faults started (negative: start-up), round seconds, rounds it averages, leader]
+            "switching_rounds": [[round(r.seen - t0, 1), round(r.seconds, 2), r.rounds, r.leader]
+                                 for r in self.rounds],
+        }  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- invariants
@@ -612,6 +719,7 @@ class Chaos:
         self.second: tuple[str, subprocess.Popen[bytes], int, float] | None = None  # identity, process, port, since
         self.second_checked = 0.0
         self.refused_seen: set[float] = set()  # second operators (by start) seen refusing: metric 1, logged
+        self.meter: RoundMeter | None = None  # the leader's switching rounds (a late naming's explanation)
 
     async def drain(self) -> None:
         """Until every fault's write has landed (none here: the fake's are synchronous)."""
@@ -834,8 +942,10 @@ class Chaos:
                 continue
             cond: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "MetricsAvailable"), {})
             if cond.get("status") != "False" or (cond.get("reason") != "ImplausibleReading" and not masked):
+                rounds = f"; the leader's rounds since: {self.meter.since(start)} s" if self.meter else ""
                 self.checker.report(now, name, "hostile-unnamed", f"MetricsAvailable {cond.get('status')} "
-                                    f"{cond.get('reason')} {now - since:.0f}s into a hostile metric")  # fmt: skip
+                                    f"{cond.get('reason')} {now - since:.0f}s into a hostile metric "
+                                    f"({now - start:.0f}s from the bound's start){rounds}")  # fmt: skip
                 self.hostile_since[name] = now  # once per window
 
     async def watch_second(self, now: float) -> None:
@@ -960,6 +1070,8 @@ async def _soak(args: argparse.Namespace, rng: random.Random, workdir: Path, nam
     kinds = tuple(k for k in (args.faults.split(",") if args.faults else FAULTS) if k in available)
     chaos = make_chaos(checker, exposition, prometheus, operators, kinds)
     checker.context = lambda: ", ".join(f"{a.kind}:{a.target}" for a in chaos.active)
+    chaos.meter = RoundMeter(world, operators)
+    metering = asyncio.create_task(chaos.meter.run(), name="round meter")
     report: JSON = {"specserves": args.specserves, "minutes": args.minutes, "seed": args.seed,
                     "resync_seconds": args.resync, "reaction_bound_seconds": args.reaction_bound,
                     "prometheus": prometheus is not None, "workdir": str(workdir), "fault_kinds": list(kinds),
@@ -983,11 +1095,13 @@ async def _soak(args: argparse.Namespace, rng: random.Random, workdir: Path, nam
         report["route_writes"] = sum(int(r["metadata"].get("generation", 1)) - 1 for r in routes())
         report["weight_changes_by_load"] = exposition.moves
     finally:
+        metering.cancel()
         operators.stop()
         if prometheus is not None:
             prometheus.stop()
         await runner.cleanup()
     report.update(_figures(checker, chaos, operators))
+    report.update(chaos.meter.figures(checker.t0))
     return report
 
 
@@ -1292,6 +1406,9 @@ def _print_summary(report: JSON) -> None:
     print(f"other SpecServes' decisions while a hostile metric was published: "
           f"{report['decisions_during_hostile_metrics']}; second operators seen refusing to act: "
           f"{report['second_operators_refusing']}")  # fmt: skip
+    print(f"switching rounds timed: {report.get('switching_rounds_timed')} "
+          f"(s: {report.get('switching_round_seconds')}); leader CPU share: {report.get('leader_cpu_share')}; "
+          f"load average: {report.get('load_average_1m')}")  # fmt: skip
     print(f"violations: {len(report['violations'])} {report['violations_by_kind']}")
     print(f"operator logs: {report['workdir']}")
 

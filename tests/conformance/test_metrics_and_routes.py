@@ -85,7 +85,7 @@ def operator_metric_names() -> set[str]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names.update(re.findall(r"sglang:[a-z_]+", node.value))
+                names.update(re.findall(r"sglang:[a-z0-9_]+", node.value))
     return names
 
 

@@ -1,6 +1,7 @@
 """A real Prometheus server (Debian's package, on loopback) scraping the SGLang emulator: the exposition is
 accepted by Prometheus, and the load query that load-based switching is built on returns the requests in
-flight, read through prometheus-api-client as the operator will."""
+flight, read through prometheus-api-client as the operator will. Every query of the operator's round is valid
+PromQL on the real server, and the Little's-law in-flight count matches the clients holding requests."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ import aiohttp
 import pytest
 from prometheus_api_client import PrometheusConnect
 
+from specserve.metrics.promql import GROUP_LABELS, PoolKey, Signal, Windows, grouped_queries
 from specserve_tools.emulator.engine import EngineConfig, Mode
 from specserve_tools.emulator.profile import load_profile
 from specserve_tools.emulator.testing import emulator_thread, free_port
 
 IN_FLIGHT = 12
+POOL = PoolKey("llm", "a", "speculative")
+POOL_LABELS = ", ".join(f"{k}: {v}" for k, v in zip(GROUP_LABELS, (POOL.namespace, POOL.name, POOL.pool), strict=True))
 LOAD_QUERY = "sum(sglang:num_running_reqs) + sum(sglang:num_queue_reqs)"
 
 
@@ -43,7 +47,9 @@ def prometheus(tmp_path: Path, emulator: str) -> Iterator[PrometheusConnect]:
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"scrape_configs:\n- job_name: sglang\n  static_configs:\n  - targets: ['{target}']\n",
+        f"scrape_configs:\n- job_name: sglang\n  static_configs:\n  - targets: ['{target}']\n"
+        # what the operator's PodMonitor relabels every engine series with
+        f"    labels: {{{POOL_LABELS}}}\n",
         encoding="utf-8",
     )
     port = free_port()
@@ -113,6 +119,50 @@ async def test_prometheus_scrapes_the_engine_load(emulator: str, prometheus: Pro
         assert seen == IN_FLIGHT, f"Prometheus reports load {seen}, expected {IN_FLIGHT}"
         accept = await asyncio.to_thread(_value, prometheus, "max(sglang:spec_accept_length)")
         assert accept is not None and accept > 1  # the speculative engine's acceptance length is scraped too
+    finally:
+        stop.set()
+        await load
+
+
+async def _closed_loop(url: str, clients: int, stop: asyncio.Event) -> None:
+    """`clients` clients, each sending its next short completion as soon as the last one ends."""
+
+    async def one(session: aiohttp.ClientSession) -> None:
+        body = {"model": "default", "prompt": "Say hi.", "max_tokens": 8}
+        while not stop.is_set():
+            async with session.post(f"{url}/v1/completions", json=body) as response:
+                assert response.status == 200
+                await response.read()
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(one(session) for _ in range(clients)))
+
+
+async def test_every_query_of_a_round_is_valid_promql_and_latency_counts_the_requests_in_flight(
+    emulator: str, prometheus: PrometheusConnect
+) -> None:
+    windows = Windows.of(evaluation_seconds=2, scrape_seconds=1)
+    stop = asyncio.Event()
+    load = asyncio.create_task(_closed_loop(emulator, IN_FLIGHT, stop))
+    try:
+        deadline = time.monotonic() + 40
+        answers: dict[Signal, float | None] = {}
+        while time.monotonic() < deadline:
+            await asyncio.sleep(1)
+            for query in grouped_queries(windows):  # an invalid query raises here: Prometheus answers 400
+                result = await asyncio.to_thread(prometheus.custom_query, query.promql)
+                labels = result[0]["metric"] if result else {}
+                assert not result or tuple(labels.get(k) for k in GROUP_LABELS) == (
+                    POOL.namespace, POOL.name, POOL.pool,
+                ), f"{query.signal} is not grouped by pool: {labels}"  # fmt: skip
+                answers[query.signal] = float(result[0]["value"][1]) if result else None
+            seen = answers.get(Signal.LATENCY_IN_FLIGHT)
+            if seen is not None and abs(seen - IN_FLIGHT) <= 0.25 * IN_FLIGHT:
+                break
+        seen = answers.get(Signal.LATENCY_IN_FLIGHT)
+        assert seen is not None and abs(seen - IN_FLIGHT) <= 0.25 * IN_FLIGHT, (
+            f"Little's law read {seen} in flight with {IN_FLIGHT} clients (answers: {answers})"
+        )
     finally:
         stop.set()
         await load

@@ -199,6 +199,10 @@ async def test_metrics_names_types_and_labels(make_client: Factory) -> None:
         assert count == [1]
     steps = fams["sglang:spec_num_steps"].samples[0].value
     assert steps == 2  # the seed profile's num_steps
+    # SGLang's decode tokens, counted every step: the two finished requests' 24 tokens, under mode="decode"
+    decoded = [s for s in fams["sglang:realtime_tokens"].samples if s.name.endswith("_total")]
+    assert [(s.labels["mode"], round(s.value)) for s in decoded] == [("decode", 24)]
+    assert set(decoded[0].labels) == {*SCHEDULER_LABELS, "mode"}
 
 
 async def test_baseline_reports_no_speculation(make_client: Factory) -> None:

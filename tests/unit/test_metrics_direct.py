@@ -48,6 +48,14 @@ sglang:time_to_first_token_seconds_sum{{model_name="m",is_streaming="true"}} 1
 """
 
 
+def finished(count: float, seconds: float) -> str:
+    return f"""# TYPE sglang:e2e_request_latency_seconds histogram
+sglang:e2e_request_latency_seconds_bucket{{le="+Inf",model_name="m"}} {count}
+sglang:e2e_request_latency_seconds_count{{model_name="m"}} {count}
+sglang:e2e_request_latency_seconds_sum{{model_name="m"}} {seconds}
+"""
+
+
 def test_parse_sums_series_and_reads_histograms() -> None:
     scrape = parse_scrape(exposition(3, 1, 1000))
     assert (scrape.running, scrape.queued, scrape.generation_tokens) == (3.0, 1.0, 1000.0)
@@ -97,6 +105,45 @@ def test_direct_smooths_gauges_and_rates_counters_over_the_window() -> None:
     assert second[Signal.TOKENS].values == {KEY: 50.0}  # 500 tokens in 10 s
     assert second[Signal.FRESHNESS].values == {KEY: 110.0}
     assert second[Signal.SPEC_STEPS].values == {KEY: 3.0}
+
+
+def two_reads(first_page: str, second_page: str) -> tuple[dict[Signal, QueryResult], dict[Signal, QueryResult]]:
+    """What one pod's two scrapes, 10 s apart, read (a 60 s rate window)."""
+    pages, clock = iter([first_page, second_page]), iter([100.0, 110.0])
+
+    async def fetch(url: str) -> str:
+        return next(pages)
+
+    source = DirectSource(fetch, lambda: next(clock))
+    pods = {KEY: ["http://10.0.0.1:30000/metrics"]}
+    windows = Windows(smooth=30, rate=60)
+    first = {r.query.signal: r for r in asyncio.run(source.read(pods, windows))}
+    return first, {r.query.signal: r for r in asyncio.run(source.read(pods, windows))}
+
+
+@pytest.mark.parametrize(("count", "expected"), [(160, 64.0), (15, None)])
+def test_direct_counts_requests_in_flight_by_littles_law_from_enough_finished_requests(
+    count: int, expected: float | None
+) -> None:
+    # `count` requests finished in 10 s, 4 s each on average: 4 * count / 10 s in flight; too few: left out
+    first, second = two_reads(
+        exposition(2, 0, 0) + finished(100, 300), exposition(2, 0, 500) + finished(100 + count, 300 + 4 * count)
+    )
+    assert first[Signal.LATENCY_IN_FLIGHT].values == {}
+    assert second[Signal.LATENCY_IN_FLIGHT].values == ({KEY: expected} if expected is not None else {})
+
+
+def test_direct_rates_the_decode_tokens_counted_every_step_and_only_those() -> None:
+    def decoded(decode: float) -> str:
+        return f"""# TYPE sglang:realtime_tokens counter
+sglang:realtime_tokens_total{{model_name="m",mode="decode"}} {decode}
+sglang:realtime_tokens_total{{model_name="m",mode="prefill_compute"}} {10 * decode}
+"""
+
+    assert parse_scrape(exposition(2, 0, 0)).decode_tokens is None  # an engine without the counter: unknown
+    _, second = two_reads(exposition(2, 0, 0) + decoded(1000), exposition(2, 0, 0) + decoded(8000))
+    assert second[Signal.DECODE_TOKENS].values == {KEY: 700.0}  # 7000 decode tokens in 10 s; prefill not counted
+    assert second[Signal.TOKENS].values == {KEY: 0.0}  # no request finished: the finished-token rate says 0
 
 
 def test_a_failed_scrape_makes_its_pool_unknown() -> None:

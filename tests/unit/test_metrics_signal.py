@@ -116,3 +116,22 @@ def test_as_many_series_as_ready_pods_or_more_read_the_load() -> None:
     # More series than Ready pods: a pod still loading (or leaving) reports too; nothing is missing.
     reading = read(TARGET, results(healthy(series={SPEC: 1.0, BASE: 3.0})), NOW)
     assert reading.reason is None and reading.sample.demand == 16.0
+
+
+def test_a_pool_holds_what_the_finished_requests_latency_counts_when_the_gauges_caught_fewer() -> None:
+    # SGLang's running gauge is a snapshot taken when a batch is logged: under synchronized arrivals it misses the
+    # requests being admitted. Little's law over the finished requests counts them (metrics.promql).
+    reading = read(TARGET, results(healthy(latency_in_flight={SPEC: 9.0, BASE: 5.0})), NOW)
+    spec, base = reading.sample.speculative, reading.sample.baseline
+    assert spec is not None and base is not None
+    assert (spec.latency_in_flight, spec.in_flight()) == (9.0, 9.0)  # the gauges read 4 + 0
+    assert (base.latency_in_flight, base.in_flight()) == (5.0, 12.0)  # below the gauges' 10 + 2: the gauges
+    assert reading.sample.demand == 21.0
+
+
+def test_latency_alone_never_makes_an_unknown_pool_known() -> None:
+    values = healthy(latency_in_flight={SPEC: 9.0, BASE: 5.0})
+    del values[Signal.RUNNING][BASE]
+    reading = read(TARGET, results(values), NOW)
+    assert reading.sample.demand is None
+    assert reading.reason == reasons.NO_DATA

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -154,11 +155,20 @@ def test_observations_per_replica_and_adaptive_drafting_off() -> None:
     )
     (seen,) = observations(off, Strategy.ADAPTIVE)
     assert seen.mode is Mode.BASELINE
-    # The decode throughput gauge, where exported, is preferred to the bursty finished-token rate.
-    gauge = Sample(
-        0.0, 4.0, baseline=PoolSignal(ready_replicas=2, running=8.0, tokens_per_second=0.0, gen_throughput=900.0)
+    # The decode tokens counted every step are preferred (what the pool sustains); then the decode throughput gauge
+    # (a decode-phase rate: on the H200 it read up to 3x what the pool sustained); the bursty finished-token rate last.
+    every = PoolSignal(
+        ready_replicas=2, running=8.0, tokens_per_second=0.0, gen_throughput=900.0, decode_tokens_per_second=600.0
     )
-    (seen,) = observations(gauge, Strategy.TRAFFIC_SPLIT)
-    assert (seen.mode, seen.tokens_per_second) == (Mode.BASELINE, 450.0)
+    for signal, expected in (
+        (every, 300.0),
+        (replace(every, decode_tokens_per_second=None), 450.0),
+        (replace(every, decode_tokens_per_second=None, gen_throughput=None), 0.0),
+    ):
+        (seen,) = observations(Sample(0.0, 8.0, baseline=signal), Strategy.TRAFFIC_SPLIT)
+        assert (seen.mode, seen.concurrency, seen.tokens_per_second) == (Mode.BASELINE, 4.0, expected)
+    # at the requests in flight the finished requests' latency counts, where the running gauge caught fewer
+    (seen,) = observations(Sample(0.0, 16.0, baseline=replace(every, latency_in_flight=16.0)), Strategy.TRAFFIC_SPLIT)
+    assert seen.concurrency == 8.0
     unknown = Sample(0.0, None, speculative=PoolSignal(ready_replicas=1, running=None, tokens_per_second=1.0))
     assert observations(unknown, Strategy.RESTART) == ()

@@ -172,3 +172,22 @@ def test_shared_weights_do_not_flap_where_the_pools_serve_alike() -> None:
             now = verdict.state
         assert moves <= 1, (start_weight, moves)
         assert now.weights == Weights(speculative=100, baseline=0)  # 5,157 vs 5,064 tok/s at 120: speculative
+
+
+def test_requests_the_running_gauge_missed_keep_the_weights_on_the_better_pool_at_high_load() -> None:
+    """The H200 run's flapping (docs/real-engine.md): all weight on plain, 128 requests in flight, SGLang's running
+    gauge read about half of them (it is set when a prefill is logged, without the requests being admitted). On
+    the gauges alone the policy reads low load and moves to speculation; the finished requests' latency (Little's
+    law) counts them all, and the weights stay."""
+    k = knobs(Strategy.TRAFFIC_SPLIT, **CALM, shared_gpus=True)
+    missed = PoolSignal(ready_replicas=1, running=30.0, queued=0.0, latency_in_flight=128.0)
+    idle = PoolSignal(ready_replicas=1, running=0.0, queued=0.0)
+
+    def sample(base: PoolSignal) -> Sample:
+        return Sample(time=0.0, demand=base.in_flight(), speculative=idle, baseline=base)
+
+    assert missed.in_flight() == 128.0
+    held = decide(k, H200, state(0), sample(missed))
+    assert held.state.weights == Weights(speculative=0, baseline=100), held.reason
+    gauges_only = decide(k, H200, state(0), sample(replace(missed, latency_in_flight=None)))
+    assert gauges_only.state.weights == Weights(speculative=100, baseline=0), gauges_only.reason

@@ -9,13 +9,15 @@ import pytest
 
 from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
+from specserve.policy.types import Sample
 from specserve_tools.emulator.engine import Mode as EngineMode
 from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.cluster import Pool, Replica, Slo, make_pool
 from specserve_tools.simulate.observe import Prometheus
-from specserve_tools.simulate.run import ENGINE
-from specserve_tools.simulate.setup import Load, Setup, bin_trace
+from specserve_tools.simulate.run import BASELINE, ENGINE, SPECULATIVE, Simulation
+from specserve_tools.simulate.setup import Command, Load, Setup, bin_trace
 from specserve_tools.simulate.traces import Trace
+from tests.unit.simulate_helpers import tiny_setup
 
 SLO = Slo(ttft=2.0, tpot=0.1)
 
@@ -167,3 +169,33 @@ def test_a_closed_loop_client_sends_its_next_request_within_the_step() -> None:
             pool.serve_closed(now, 5.0, 10.0)
         assert pool.stats.served_tokens / 100.0 == pytest.approx(rate, rel=0.02)
         assert pool.stats.completed + pool.in_flight == pytest.approx(pool.stats.arrived, rel=1e-9)
+
+
+class _AllToBaseline:
+    """Starts with every request on the speculative pool, then sends every new one to the baseline pool."""
+
+    name = "all to baseline"
+
+    def start(self, setup: Setup) -> Command:
+        return Command(speculative_weight=100)
+
+    def decide(self, sample: Sample, converging: bool) -> Command | None:
+        return Command(speculative_weight=0)
+
+
+def test_a_traffic_split_closed_loop_sends_a_clients_next_request_through_the_weights() -> None:
+    """Four clients of 12-token requests (0.6 s each at batch 4) in 5 s steps: a client sends its next request
+    within the step (Pool.serve_closed's refill), and the route splits it as the weights say. The refill used to
+    send it back to the pool that served the last one, which kept clients on a pool the weights had left (here 30 s
+    instead of 15; on the randomized suite's days, whose requests last about a step, the loads froze and the weights
+    moved almost nothing)."""
+    load = Load(dt=5.0, steps=60, concurrency=tuple([4.0] * 60), tokens_per_request=12.0)
+    sim = Simulation(tiny_setup(Strategy.TRAFFIC_SPLIT, spec=1, base=1), load, _AllToBaseline())
+    run = sim.execute()
+    assert run.weight_changes == 1
+    assert sim.pools[SPECULATIVE].in_flight == pytest.approx(0.0, abs=1e-6)
+    spec, base = sim.pools[SPECULATIVE].stats, sim.pools[BASELINE].stats
+    # the first evaluation (15 s) on the speculative pool at 80 tok/s, the other 285 s on the baseline's 40
+    assert spec.served_tokens == pytest.approx(15 * 80.0, rel=0.05)
+    assert base.served_tokens == pytest.approx(285 * 40.0, rel=0.05)
+    assert spec.completed + base.completed + run.in_flight_at_end == pytest.approx(spec.arrived + base.arrived)

@@ -14,6 +14,7 @@ from specserve.metrics.promql import Query
 from specserve.metrics.results import QueryResult
 from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Knobs, PolicyState, Sample, Verdict
+from specserve.switching.state import status_time
 from tests.unit.test_switching_loop import FakeReaders, StandIn, World, body_of, make_world
 
 JSON = dict[str, Any]
@@ -135,3 +136,23 @@ async def test_nan_and_infinite_gauges_are_unknown_never_zero(kimi_doc: JSON) ->
     await rounds(w, 100, 105, 110)
     assert w.condition("MetricsAvailable", "bad")["status"] == "False"
     assert w.triggered == ["good"]
+
+
+async def test_a_hostile_turn_is_not_held_back_by_the_load_refresh(kimi_doc: JSON) -> None:
+    """The load-only refresh waits until the snapshot is LOAD_REFRESH_SECONDS old; a turn to unknown does not: a
+    hostile gauge right after a decision (a snapshot 5 s old) is in status at its first evaluation and named at
+    its third (the real-plane soak's late namings were slow rounds, not this: docs/chaos-soak.md, fourth run)."""
+    w = two(kimi_doc)
+    w.prom.demand["bad"] = 2.0  # a decision at 100: the load snapshot is written then
+    await rounds(w, 100)
+    assert w.status("bad")["load"]["concurrency"] == 2.0 and "lastDecision" in w.status("bad")
+    w.prom.demand["bad"] = 1e200
+    await rounds(w, 105)
+    load = w.status("bad")["load"]
+    assert "concurrency" not in load and load["time"] == status_time(105)  # the snapshot 5 s old: written at once
+    assert w.condition("MetricsAvailable", "bad")["status"] == "True"  # one evaluation: not yet named
+    await rounds(w, 110, 115)
+    cond = w.condition("MetricsAvailable", "bad")
+    assert (cond["status"], cond["reason"]) == ("False", reasons.IMPLAUSIBLE_READING)
+    hostile = [s for _, s, _ in w.policy.calls if s.demand is None and s.speculative is not None]
+    assert len(hostile) == 3  # three evaluations of bad, no more

@@ -29,6 +29,8 @@ class Loops:
     switching: asyncio.Task[None]
     resync: asyncio.Task[None]
     sources: Sources
+    loop: SwitchingLoop
+    lane: OperatorKube  # the switching loop's own connections (KubeClient.lane), closed at the end
 
     @classmethod
     def start(cls, objects: Objects, kube: OperatorKube, config: OperatorConfig, run_once: Reconcile) -> Loops:
@@ -55,13 +57,18 @@ class Loops:
             for state in await catch_up(objects, kube, config.namespaces):
                 telemetry.WATCH_STALE.labels(*state.key).inc()
 
-        loop = SwitchingLoop(objects, kube, sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url))
+        # The round's LISTs and status writes on connections of their own, as the failover's: in the shared pool
+        # (2 x max_concurrent_reconciles connections) every decision's urgent reconcile lists seven kinds at once,
+        # and a round's 100-200 status writes queued behind them (the real-plane soak: rounds of 11-22 s with the
+        # loop's writes 2-3 in flight of its 16, the operator at a quarter of a core; docs/chaos-soak.md).
+        lane = kube.lane()
+        loop = SwitchingLoop(objects, lane, sources, decide, trigger, LoopConfig(prometheus_url=config.prometheus_url))
         stop = asyncio.Event()
         switching = asyncio.create_task(loop.run(stop), name="specserve switching")
         resyncing = asyncio.create_task(
             resync_forever(objects, resync, config.resync_seconds, stop, before_round=before_round), name="resync"
         )
-        return cls(stop, switching, resyncing, sources)
+        return cls(stop, switching, resyncing, sources, loop, lane)
 
     def halt(self) -> None:
         self.stop.set()  # the switching loop finishes the evaluation it is in
@@ -73,3 +80,4 @@ class Loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.sources.close()
+        await self.lane.close()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserve.metrics.promql import PoolKey, Query, Signal, Windows
+from specserve.metrics.promql import LATENCY_MIN_COMPLETIONS, PoolKey, Query, Signal, Windows
 from specserve.metrics.results import QueryResult
 
 Fetch = Callable[[str], Awaitable[str]]
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 TTFT = "sglang:time_to_first_token_seconds_bucket"
 TPOT = "sglang:request_time_per_output_token_seconds_bucket"
+E2E = "sglang:e2e_request_latency_seconds"
+DECODED = "sglang:realtime_tokens_total"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Scrape:
     gen_throughput: float | None = None
     ttft: tuple[Bucket, ...] = ()
     tpot: tuple[Bucket, ...] = ()
+    decode_tokens: float | None = None  # tokens decoded so far, counted every decode step (a counter)
+    latency_seconds: float = 0.0  # the finished requests' end-to-end seconds, summed (a counter)
+    finished: float = 0.0  # how many finished (a counter)
 
 
 class NoLoadSeriesError(ValueError):
@@ -62,6 +67,9 @@ def parse_scrape(text: str) -> Scrape:
             if name in buckets:
                 le = float(sample.labels["le"])
                 buckets[name][le] = buckets[name].get(le, 0.0) + value
+            elif name == DECODED:
+                if sample.labels.get("mode") == "decode":
+                    sums[name] = sums.get(name, 0.0) + value
             elif name in ("sglang:spec_accept_length", "sglang:spec_num_steps"):
                 gauges.setdefault(name, []).append(value)
             else:
@@ -82,6 +90,9 @@ def parse_scrape(text: str) -> Scrape:
         gen_throughput=sums.get("sglang:gen_throughput"),
         ttft=tuple(sorted(buckets[TTFT].items())),
         tpot=tuple(sorted(buckets[TPOT].items())),
+        decode_tokens=sums.get(DECODED),
+        latency_seconds=sums.get(f"{E2E}_sum", 0.0),
+        finished=sums.get(f"{E2E}_count", 0.0),
     )
 
 
@@ -132,6 +143,8 @@ class PoolView:
     accept_length: float | None
     spec_steps: float | None
     gen_throughput: float | None = None
+    latency_in_flight: float | None = None
+    decode_tokens_per_second: float | None = None
 
 
 def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> PoolView:
@@ -143,6 +156,8 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
     tpot: dict[float, float] = {}
     accepts, steps = [], []
     gen: float | None = None
+    latency, finished = 0.0, 0.0
+    decoded: float | None = None
     for history in histories:
         smooth = _window(history, now, windows.smooth)
         if not smooth:
@@ -164,6 +179,12 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
             for into, buckets in ((ttft, _delta(first.ttft, final.ttft)), (tpot, _delta(first.tpot, final.tpot))):
                 for le, count in buckets:
                     into[le] = into.get(le, 0.0) + count
+        before, after = first.decode_tokens, final.decode_tokens
+        if t1 > t0 and before is not None and after is not None and after >= before:
+            decoded = (decoded or 0.0) + (after - before) / (t1 - t0)
+        if t1 > t0 and final.finished >= first.finished and final.latency_seconds >= first.latency_seconds:
+            latency += (final.latency_seconds - first.latency_seconds) / (t1 - t0)
+            finished += final.finished - first.finished
     return PoolView(
         running,
         queued,
@@ -173,6 +194,8 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
         sum(accepts) / len(accepts) if accepts else None,
         sum(steps) / len(steps) if steps else None,
         gen,
+        latency if finished >= LATENCY_MIN_COMPLETIONS else None,
+        decoded,
     )
 
 
@@ -189,6 +212,8 @@ def _results(key: PoolKey, view: PoolView, pods: int, now: float, origin: str) -
         Signal.ACCEPT_LENGTH: view.accept_length,
         Signal.SPEC_STEPS: view.spec_steps,
         Signal.GEN_THROUGHPUT: view.gen_throughput,
+        Signal.LATENCY_IN_FLIGHT: view.latency_in_flight,
+        Signal.DECODE_TOKENS: view.decode_tokens_per_second,
         Signal.SERIES: float(pods),
     }
     return [

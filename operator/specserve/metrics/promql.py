@@ -39,6 +39,15 @@ class Signal(StrEnum):
     # The scheduler's decode throughput gauge, paired in time with num_running_reqs: what the live curves learn
     # from (generation_tokens_total only moves when a request finishes: bursty over a short window).
     GEN_THROUGHPUT = "gen_throughput"
+    # Requests in flight by Little's law: the end-to-end seconds of the requests that finished, per second of the
+    # window. SGLang sets num_running_reqs when it logs a batch, and a prefill's log counts the running batch
+    # without the requests it admits: under synchronized arrivals (a closed loop of equal requests) the gauge read
+    # half of the requests in flight on the H200 (docs/real-engine.md). Absent with too few completions to trust.
+    LATENCY_IN_FLIGHT = "latency_in_flight"
+    # Tokens the engines decode per second, counted every decode step (sglang:realtime_tokens_total, mode decode):
+    # what a pool sustains, in the units `specserve bench` measures the curves in, without waiting for requests to
+    # finish. What the live curves learn from (policy.learning).
+    DECODE_TOKENS = "decode_tokens_per_second"
     FRESHNESS = "freshness"  # the oldest pod's newest sample time per pool: series older than 2 scrapes are stale
     SERIES = "series"  # how many pods (scrape targets) report per pool: fewer than its Ready pods: load unknown
     # Restart's demand history (history_queries, policy.forecast): requests in flight a day and a week ago, and
@@ -49,6 +58,9 @@ class Signal(StrEnum):
     AHEAD_WEEK = "ahead_7d"
 
 
+# LATENCY_IN_FLIGHT needs this many requests finished in its window: with fewer, the few long ones that finish
+# in a short window swing it (its spread is 1/sqrt(completions) of the value) and it is left out.
+LATENCY_MIN_COMPLETIONS = 16
 # The signals demand is made of: without them a pool's load is unknown.
 DEMAND_SIGNALS = (Signal.RUNNING, Signal.QUEUED, Signal.FRESHNESS)
 # The history signals and the lookback (s) each reads: their queries need a horizon (history_queries).
@@ -116,6 +128,14 @@ def _expr(signal: Signal, matchers: str, windows: Windows, by: tuple[str, ...]) 
             return f"avg{group} (avg_over_time(sglang:spec_accept_length{{{matchers}}}{smooth}))"
         case Signal.GEN_THROUGHPUT:
             return f"sum{group} (avg_over_time(sglang:gen_throughput{{{matchers}}}{smooth}))"
+        case Signal.DECODE_TOKENS:
+            return f'sum{group} (rate(sglang:realtime_tokens_total{{mode="decode",{matchers}}}[{windows.rate}s]))'
+        case Signal.LATENCY_IN_FLIGHT:
+            e2e = "sglang:e2e_request_latency_seconds"
+            on = f" on ({', '.join(by)})" if by else " on ()"
+            seconds = f"sum{group} (rate({e2e}_sum{{{matchers}}}[{windows.rate}s]))"
+            finished = f"sum{group} (increase({e2e}_count{{{matchers}}}[{windows.rate}s]))"
+            return f"{seconds} and{on} ({finished} >= {LATENCY_MIN_COMPLETIONS})"
         case Signal.SPEC_STEPS:
             return f"avg{group} (sglang:spec_num_steps{{{matchers}}})"  # the steps active now
         case Signal.FRESHNESS:

@@ -132,8 +132,7 @@ def read(target: ReadTarget, results: dict[tuple[Signal, PoolKey | None], QueryR
             running, queued = _demand_part(results, key, pool.ready, target.scrape_seconds)
         except _UnknownError as exc:
             failure = failure or exc
-        demand += (running or 0.0) + (queued or 0.0)
-        signals[pool.speculative] = PoolSignal(
+        signals[pool.speculative] = signal = PoolSignal(
             ready_replicas=pool.ready,
             running=running,
             queued=queued,
@@ -145,7 +144,10 @@ def read(target: ReadTarget, results: dict[tuple[Signal, PoolKey | None], QueryR
             tpot_p99=_extra(results, Signal.TPOT_P99, key),
             accept_length=_extra(results, Signal.ACCEPT_LENGTH, key) if pool.speculative else None,
             spec_num_steps=_extra(results, Signal.SPEC_STEPS, key) if pool.speculative else None,
+            latency_in_flight=_extra(results, Signal.LATENCY_IN_FLIGHT, key),
+            decode_tokens_per_second=_extra(results, Signal.DECODE_TOKENS, key),
         )
+        demand += signal.in_flight() or 0.0
     if failure is not None:
         sample = Sample(time, None, signals.get(True), signals.get(False), error=failure.message)
         return Reading(sample, failure.reason, failure.query.promql)

@@ -32,6 +32,18 @@ class PoolSignal:
     accept_length: float | None = None  # speculative pods only
     spec_num_steps: float | None = None  # the active steps; 0 when Adaptive turned drafting off
     gen_throughput: float | None = None  # the engines' decode tokens/s gauge, summed over the pool's pods
+    decode_tokens_per_second: float | None = None  # decoded every step (Signal.DECODE_TOKENS), over the pool's pods
+    # Requests in flight by Little's law (metrics.promql.Signal.LATENCY_IN_FLIGHT); None: too few finished to say
+    latency_in_flight: float | None = None
+
+    def in_flight(self) -> float | None:
+        """Requests in flight on the pool: running + queued, or more where the finished requests' latency says more
+        were in flight than the gauges caught (they are snapshots; see LATENCY_IN_FLIGHT). None: the gauges are
+        unknown (the latency alone never makes a pool's load known: it lags a change by its window)."""
+        if self.running is None:
+            return None
+        gauges = self.running + (self.queued or 0.0)
+        return max(gauges, self.latency_in_flight) if self.latency_in_flight is not None else gauges
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,7 @@ class Sample:
     """One evaluation's reading of the load signal."""
 
     time: float
-    # Requests in flight (running + queued) across all of the SpecServe's pods, smoothed over the query window.
+    # Requests in flight (PoolSignal.in_flight) across all of the SpecServe's pods, smoothed over the query window.
     # It does not depend on the split, so moving weights does not move it. None = unknown.
     demand: float | None
     speculative: PoolSignal | None = None  # TrafficSplit's speculative pool, or the single pool when speculative

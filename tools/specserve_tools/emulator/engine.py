@@ -114,6 +114,7 @@ class Engine:
         self._t0 = self._loop.time()
         self._last = 0.0
         self.last_throughput = 0.0
+        self.decoded = 0.0  # tokens generated so far, counted as they are (SGLang's realtime decode tokens)
 
     # ---------------------------------------------------------------- clock and model
     def now(self) -> float:
@@ -223,6 +224,7 @@ class Engine:
         for r, rate in zip(self.running, rates, strict=True):
             before = r.progress
             r.progress += rate * dt
+            self.decoded += max(0.0, min(r.progress, r.max_tokens) - min(before, r.max_tokens))
             first_at = r.first_at if r.first_at is not None else now
             if now < first_at:
                 continue

@@ -38,6 +38,7 @@ METRIC_SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sglang:spec_num_steps": ("gauge", SCHEDULER_LABELS),
     "sglang:prompt_tokens_total": ("counter", STREAM_LABELS),
     "sglang:generation_tokens_total": ("counter", STREAM_LABELS),
+    "sglang:realtime_tokens_total": ("counter", (*SCHEDULER_LABELS, "mode")),
     "sglang:num_requests_total": ("counter", STREAM_LABELS),
     "sglang:num_aborted_requests_total": ("counter", TOKENIZER_LABELS),
     "sglang:time_to_first_token_seconds": ("histogram", STREAM_LABELS),
@@ -68,6 +69,7 @@ class EmulatorMetrics:
     spec_num_steps: Gauge
     prompt_tokens: Counter
     generation_tokens: Counter
+    realtime_tokens: Counter
     num_requests: Counter
     num_aborted_requests: Counter
     time_to_first_token: Histogram
@@ -104,6 +106,12 @@ def build_metrics(registry: CollectorRegistry | None = None) -> EmulatorMetrics:
         spec_num_steps=gauge("sglang:spec_num_steps", "Currently active speculative_num_steps."),
         prompt_tokens=counter("sglang:prompt_tokens_total", "Number of prefill tokens processed."),
         generation_tokens=counter("sglang:generation_tokens_total", "Number of generation tokens processed."),
+        realtime_tokens=counter(
+            "sglang:realtime_tokens_total",
+            "Total number of tokens processed (updated on each log interval). "
+            "mode: prefill_compute, prefill_cache, decode.",
+            (*SCHEDULER_LABELS, "mode"),
+        ),
         num_requests=counter("sglang:num_requests_total", "Number of requests processed."),
         num_aborted_requests=counter(
             "sglang:num_aborted_requests_total", "Number of requests aborted.", TOKENIZER_LABELS

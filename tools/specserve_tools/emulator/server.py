@@ -29,6 +29,7 @@ class EmulatorState:
     startup_wall_s: float  # wall seconds until /ready answers 200
     metrics: EmulatorMetrics
     started_wall: float = 0.0
+    decoded_exported: float = 0.0  # the engine's decoded tokens already added to realtime_tokens_total
 
     def ready(self) -> bool:
         return time.monotonic() - self.started_wall >= self.startup_wall_s
@@ -135,6 +136,10 @@ class Handlers:
         accept = engine.accept_length()
         m.spec_accept_rate.labels(**labels).set((accept - 1) / steps if steps > 0 else 0.0)
         m.spec_num_steps.labels(**labels).set(steps)
+        # SGLang counts decode tokens every decode step: a rate that does not wait for requests to finish
+        decoded = max(0.0, engine.decoded - self.state.decoded_exported)
+        m.realtime_tokens.labels(**labels, mode="decode").inc(decoded)
+        self.state.decoded_exported += decoded
         body = generate_latest(m.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

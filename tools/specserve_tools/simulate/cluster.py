@@ -28,6 +28,7 @@ from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.histogram import Histogram
 
 AdaptiveTable = dict[int, list[int]]
+Route = Callable[[float, float, float], None]  # (time, requests, tokens): where a closed loop's next requests go
 CLOSED_LOOP_REFILLS = 16  # per step: a stream faster than 16 requests per step is still capped (none drawn is)
 
 
@@ -196,12 +197,14 @@ class Pool:
         if self.queue:
             self._admit(now, slots - self.n_good - self.n_late)
 
-    def serve_closed(self, now: float, dt: float, tokens_per_request: float) -> None:
+    def serve_closed(self, now: float, dt: float, tokens_per_request: float, route: Route | None = None) -> None:
         """One step of a closed loop: a client whose request finishes sends the next one at once, not at the next
         step. With steps longer than a request (a fast stream's 512 tokens take ~1-4 s, the suite's step is 5)
         the pool would otherwise run out of work and idle for the rest of the step, capping a closed loop's
         throughput at clients x tokens per request / dt whatever the mode: both modes then serve the same at
-        light load, and a restart gains nothing it was predicted to. At most CLOSED_LOOP_REFILLS refills."""
+        light load, and a restart gains nothing it was predicted to. At most CLOSED_LOOP_REFILLS refills.
+        `route(time, requests, tokens)`: where the next requests go (TrafficSplit: the weights split them between
+        the pools, as the route does a client's next request); None: back to this pool."""
         t, left = now, dt
         for i in range(CLOSED_LOOP_REFILLS):
             before = self.stats.completed
@@ -210,8 +213,11 @@ class Pool:
             t, left = t + used, left - used
             if left <= 1e-9 or done <= 1e-12 or used <= 1e-12:
                 return
-            self.arrive(t, done, done * tokens_per_request)
-            self.admit(t)
+            if route is None:
+                self.arrive(t, done, done * tokens_per_request)
+                self.admit(t)
+            else:
+                route(t, done, done * tokens_per_request)
 
     def serve(self, now: float, dt: float, account: bool = True) -> float:
         """One step of serving the running requests; returns the seconds of it the pool had work for (dt, or less

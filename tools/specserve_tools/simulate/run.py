@@ -129,6 +129,16 @@ class Simulation:
         split = self.setup.strategy is Strategy.TRAFFIC_SPLIT
         spec_pool, base_pool = (self.pools[SPECULATIVE], self.pools[BASELINE]) if split else (pools[0], pools[0])
         closed = load.closed_loop
+
+        def route(t: float, count: float, tokens: float) -> None:
+            """TrafficSplit: a closed loop's next requests go through the weights (a pool's own refill, not the
+            route, would freeze each pool's load between steps and leave the weights nothing to move)."""
+            share = self.weight / 100.0
+            spec_pool.arrive(t, count * share, tokens * share)
+            base_pool.arrive(t, count * (1 - share), tokens * (1 - share))
+            spec_pool.admit(t)
+            base_pool.admit(t)
+
         # Restart's demand history, for the controllers that read it (the operator's policy): the baselines and the
         # replayed plan ignore it, and reading it costs each evaluation four queries
         horizon = self.setup.forecast_horizon if getattr(self.controller, "reads_history", False) else None
@@ -163,7 +173,7 @@ class Simulation:
                 self._point(now)
             for pool in pools:
                 if closed:
-                    pool.serve_closed(now, dt, load.tokens_per_request)
+                    pool.serve_closed(now, dt, load.tokens_per_request, route if split else None)
                 else:
                     pool.serve(now, dt)
         self.run.in_flight_at_end = sum(p.in_flight for p in pools)
