@@ -287,11 +287,14 @@ def roll_seconds(knobs: Knobs) -> float:
     return knobs.startup_seconds * max(0, n - min(max(knobs.max_surge, 0), n))
 
 
-def regime_ahead(knobs: Knobs, current: Mode, regimes: Regimes, now: float, cost: float) -> Ahead | None:
+def regime_ahead(
+    knobs: Knobs, current: Mode, regimes: Regimes, now: float, cost: float, bank: float = 0.0
+) -> Ahead | None:
     """Without a day/week history, the demand's own regimes (policy.forecast.Regimes) price the roll against the
     regime's expected remainder: a regime of the other mode expected to outlast the roll is bought early (at
-    EARLY x the cost), one expected to end sooner only at WAIT x the cost. None (the reactive rule) before the
-    demand's regime is the other mode's."""
+    EARLY x the cost), one expected to end sooner only at WAIT x the cost, each only as far from the cost as the
+    slack banked against 2x (`bank`, policy.forecast.clipped) allows: with nothing banked, the reactive rule.
+    None (the reactive rule) before the demand's regime is the other mode's."""
     target = other(current)
     if regimes.better is None or regimes.better != (target is Mode.SPECULATIVE):
         return None
@@ -300,13 +303,14 @@ def regime_ahead(knobs: Knobs, current: Mode, regimes: Regimes, now: float, cost
         return None
     roll = roll_seconds(knobs)
     outlasts = left >= roll
-    bar = EARLY * cost if outlasts else WAIT * cost
+    wanted = EARLY * cost if outlasts else WAIT * cost
+    bar = clipped(cost, wanted, bank)
     verdict = "outlasts" if outlasts else "does not outlast"
+    held_to = f", held to {bar:.0f} by the slack banked against 2x ({max(bank, 0.0):.0f})" if bar != wanted else ""
     why = (
         f"the demand's own regimes: {target} has been better for {now - regimes.since:.0f} s and is expected to "
-        f"stay so {left:.0f} s more, which {verdict} the {roll:.0f} s roll: threshold {bar:.0f} "
-        f"({EARLY if outlasts else WAIT:.2f}x the cost; within {1 + 1 / EARLY:.0f}x of the optimum whatever the "
-        "demand does)"
+        f"stay so {left:.0f} s more, which {verdict} the {roll:.0f} s roll: threshold {wanted:.0f} "
+        f"({EARLY if outlasts else WAIT:.2f}x the cost){held_to}"
     )
     return Ahead(None, bar, why)
 
@@ -331,7 +335,7 @@ def decide_restart(
     spec_gain = pool_rate(curves, Mode.SPECULATIVE, demand, n) - pool_rate(curves, Mode.BASELINE, demand, n)
     regimes = observe(state.regimes, spec_gain, now, dt, FLIP_SHARE * cost)
     if forecast(history, demand) is None:
-        own = regime_ahead(knobs, current, regimes, now, cost)
+        own = regime_ahead(knobs, current, regimes, now, cost, state.forecast_ledger.bank)
         if own is not None:
             fore = replace(own, error=fore.error)
     # the 2x ledger (policy.forecast): staying in the mode the last restart left would have run up f_cur - f_oth
