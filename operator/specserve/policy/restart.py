@@ -39,13 +39,13 @@ priced against the current regime's expected remainder (the past regimes of the 
 or its age: Lindy's rule): a regime expected to outlast the roll (n x start-up, less the pods that surge) is bought
 at EARLY x the cost; one expected to end sooner only at WAIT x the cost (a roll that ends with the regime pays a
 second one back). A regime whose start was not seen (before the first reading, after an operator restart: the
-memory is not in status) forecasts nothing: the reactive rule. The bound this costs: per episode at most
-1 + 1/EARLY = 5x the offline optimum (the season ends just as the early restart is bought: EARLY C + C against
-EARLY C) or 1 + WAIT = 3x, instead of 2x; 1 + EARLY = 1.25x when the regime does outlast the roll. Unlike the
-day/week forecast's, this threshold is not clipped to the ledger's bank, so the ledger's 2x over a whole run does
-not hold while the regimes decide (the day/week forecast keeps it). Measured on the suite (seed 7, development):
-the reactive rule restarted late on long regimes (a diurnal's half period: the regret covers the cost long after
-the crossing; judged median -1.2 % of the plan's gain) and rolled into short ones (bursts, square waves shorter
+memory is not in status) forecasts nothing: the reactive rule. Both thresholds move away from the cost only as far
+as the slack banked against 2x allows (policy.forecast's ledger, `clipped`, as the day/week forecast's): with
+nothing banked the rule is the reactive one, and the ledger's theorem keeps every run within 2x of the offline
+optimum (plus the overshoots the reactive rule has too); a single episode may exceed 2x only by slack banked
+before it, and never beyond 1 + 1/EARLY = 5x. Unclipped (issue 29's first attempt) a run had no bound better than 5x.
+Measured on the suite (seed 7, development): the reactive rule restarted late on long regimes (a diurnal's half
+period: the regret covers the cost long after the crossing) and rolled into short ones (bursts, square waves shorter
 than the roll).
 """
 
