@@ -102,24 +102,24 @@ def test_a_lie_after_days_of_truth_costs_one_episode_within_1_plus_1_over_lambda
     assert paid(tuple(eps)) < paid(tuple(reactive))
 
 
-def test_without_a_history_the_demands_own_regimes_keep_the_run_within_2x_and_pay_less_than_the_reactive_rule() -> None:
-    """The regimes' early (EARLY x C) and late (WAIT x C) thresholds move only as far from C as the slack banked
-    against 2x allows (policy.forecast's ledger theorem), so the run as a whole stays within 2x of the offline
-    optimum, each episode within 2x plus what was banked before it; on these weeks the rule pays less than the
-    reactive one (the day/week forecast's price is not needed for it)."""
+def test_without_a_history_the_demands_own_regimes_pay_less_than_the_reactive_rule_within_the_proven_5x() -> None:
+    """The regimes' early (EARLY x C) and late (WAIT x C) thresholds (policy.restart.regime_ahead) give up the
+    reactive rule's 2x for 1 + 1/EARLY = 5x per episode (policy.restart's docstring: the proof); on the shipped
+    weeks, whose regimes outlast the roll, they pay far less than the reactive rule."""
     for trace in ("week", "week-adversarial"):
         own, reactive = ran(trace, False), ran(trace, False, False)
-        assert paid(own) < 2.0 * sum(e.optimum for e in own), trace  # measured 1.40 and 1.36
-        assert paid(own) < 0.8 * paid(reactive), trace  # measured 0.71 and 0.68
-        assert max(e.ratio for e in own) <= 2.0 + overshoot(trace), trace  # measured 1.97 and 2.01
+        assert paid(own) < 1.4 * sum(e.optimum for e in own), trace  # measured 1.25 and 1.26
+        assert paid(own) < 0.7 * paid(reactive), trace  # measured 0.63 and 0.63
+        assert max(e.ratio for e in own) <= robustness(EARLY) + overshoot(trace), trace  # measured 1.28 and 1.35
 
 
-def test_a_worst_case_built_against_the_regimes_costs_one_episode_near_5x_and_the_run_stays_within_2x() -> None:
-    """Built against the rule (illustrative curves, one replica, a 60 s roll): two short baseline bumps end below
-    the cost without a restart and bank their regret as slack; then a baseline regime old enough to outlast the
-    roll (Lindy) is bought early, down to the banked slack, and ends right after. That episode costs near
-    1 + 1/EARLY = 5x its optimum (measured 4.55x), but the slack paid for it: the run stays within 2x (measured
-    1.91). Before the clip (the regimes' threshold unclipped) the same trace ran 2.48x over the whole run."""
+def test_a_worst_case_built_against_the_regimes_reaches_near_the_proven_5x() -> None:
+    """Built against the rule (illustrative curves, one replica, a 60 s roll): short baseline bumps, then a
+    baseline regime old enough to outlast the roll (Lindy's rule: as long again to come) is bought early, at
+    EARLY x the cost, and ends right after. That episode costs near 1 + 1/EARLY = 5x its optimum (measured
+    4.55x: min(L, C) is the regret at the restart plus one interval's), the proven bound up to one evaluation
+    interval's overshoot; the run as a whole is past 2x too (measured 2.48x), where the reactive rule stays within
+    2x per episode. The price of the early purchase, named in docs/switching.md."""
     curves = profile_curves(ILLUSTRATIVE)
     k = knobs(Strategy.RESTART)
     d = [10.0] * 8
@@ -129,6 +129,6 @@ def test_a_worst_case_built_against_the_regimes_costs_one_episode_near_5x_and_th
     eps = episodes(k, curves, d, Mode.SPECULATIVE, None)
     worst = max(e.ratio for e in eps)
     assert 4.0 < worst <= robustness(EARLY) + 0.1  # one 15 s interval's overshoot: measured 4.55
-    assert paid(tuple(eps)) / sum(e.optimum for e in eps) < 2.0  # measured 1.91
+    assert 2.0 < paid(tuple(eps)) / sum(e.optimum for e in eps) < robustness(EARLY)  # measured 2.48
     reactive = episodes(k, curves, d, Mode.SPECULATIVE, None, regimes=False)
     assert max(e.ratio for e in reactive) <= 2.05  # the reactive rule: 2x per episode
