@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from specserve.api.models import Mode, Rule, Strategy
-from specserve.policy.forecast import LAMBDA_MIN, History, Ledger, consistency, robustness, trust
+from specserve.policy.forecast import LAMBDA_MIN, History, Ledger, Regimes, consistency, robustness, trust
 from specserve.policy.restart import switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, Knobs, PolicyState, Verdict
@@ -148,9 +148,10 @@ def diurnal(days: int, peak: float, dt: float, seed: int = 1) -> list[float]:
     return out
 
 
-def served(demands: list[float], with_history: bool, dt: float = 60.0) -> float:
+def served(demands: list[float], with_history: bool, dt: float = 60.0, forget: bool = False) -> float:
     """Tokens one replica serves on the fluid model (nothing while it restarts), the history being the trace's own
-    yesterday (a perfect daily cycle under 10% noise)."""
+    yesterday (a perfect daily cycle under 10% noise). `forget`: the demand's own regimes are forgotten at every
+    reading (their start unknown, as after an operator restart), so without history the rule is the reactive one."""
     k = replace(K, evaluation_interval=dt, startup_seconds=510.0, min_dwell=300.0)  # the seed hardware's load
     horizon = k.startup_seconds + k.min_dwell
     per_day, steps = int(86400 / dt), int(horizon / dt)
@@ -163,7 +164,7 @@ def served(demands: list[float], with_history: bool, dt: float = 60.0) -> float:
         v = decide(k, CURVES, state, sample(t, d, ready_base=None, history=history), converging=t < down)
         if v.action is Action.RESTART:
             down = t + k.startup_seconds
-        state = v.state
+        state = replace(v.state, regimes=Regimes()) if forget else v.state
         total += CURVES.rate(state.mode, d) * (dt - max(0.0, min(dt, down - t)))
     return total
 
@@ -171,11 +172,16 @@ def served(demands: list[float], with_history: bool, dt: float = 60.0) -> float:
 def test_on_a_daily_cycle_the_forecast_captures_more_of_the_gain_than_the_reactive_rule() -> None:
     demands = diurnal(3, 200.0, 60.0)
     static = max(sum(CURVES.rate(m, d) for d in demands) * 60.0 for m in Mode)
-    reactive, forecast = served(demands, False), served(demands, True)
+    reactive = served(demands, False, forget=True)
+    forecast = served(demands, True, forget=True)
     assert forecast > reactive > static
     # measured: 1.7% more of the hindsight gain than the reactive rule (3.2% before the 2x ledger: from an empty bank
     # the first early restarts are held back until short seasons and confirmed restarts have banked the slack)
     assert (forecast - static) / (reactive - static) > 1.01
+    # the demand's own regimes (no history; issue 29) do better still on this cycle: its regimes outlast the roll
+    # (measured 769.8 M tokens against the day/week forecast's 766.7 M; the forecast path is clipped to the 2x
+    # ledger, the regimes' is not)
+    assert served(demands, False) > served(demands, True) > reactive
 
 
 def test_trust_is_earned_over_readings_not_over_a_gap_in_them() -> None:

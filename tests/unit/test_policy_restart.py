@@ -11,13 +11,17 @@ import pytest
 
 from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import ModeCurves
+from specserve.policy.forecast import Regimes, observe, remainder
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.restart import (
     DAY,
+    EARLY,
     SURGE_FLOOR,
+    WAIT,
     capacity,
     over_slo,
     pool_rate,
+    regime_ahead,
     restart_price,
     switch_cost,
 )
@@ -57,7 +61,9 @@ def test_ski_rental_restarts_when_the_regret_covers_the_cost() -> None:
 
 
 def test_regret_shrinks_while_the_current_mode_wins_so_oscillation_never_restarts() -> None:
-    k = knobs(Strategy.RESTART)
+    # a roll of 10 minutes: the 2-minute regimes below never outlast it, so the regimes' early threshold never
+    # applies (with a 1-minute roll they would: see test_a_regime_expected_to_outlast_the_roll_is_bought_early)
+    k = knobs(Strategy.RESTART, startup_seconds=600.0)
     rng = random.Random(7)
     # a day wandering 40 .. 90 around the crossover (64), changing every 2 minutes
     demands = []
@@ -67,7 +73,7 @@ def test_regret_shrinks_while_the_current_mode_wins_so_oscillation_never_restart
     assert changes(verdicts) == []
     # while an unfloored, one-sided sum (the other mode's wins only) would have paid for many restarts
     one_sided = sum(max(0.0, CURVES.rate(Mode.BASELINE, d) - CURVES.rate(Mode.SPECULATIVE, d)) * 15.0 for d in demands)
-    assert one_sided > 5 * switch_cost(CURVES, Mode.SPECULATIVE, 90, 1, 60, 0)
+    assert one_sided > 1.5 * switch_cost(CURVES, Mode.SPECULATIVE, 90, 1, 600, 0)
 
 
 def test_min_dwell_holds_a_restart_that_is_due() -> None:
@@ -256,3 +262,61 @@ def test_a_pool_at_its_capacity_already_is_not_held_back_by_the_backlog() -> Non
     needed = math.ceil(roll / (gain * 15.0))
     _, verdicts = run(k, curves, spec_state(), [100.0] * (needed + 3))
     assert [i for i, v in enumerate(verdicts) if v.action is Action.RESTART] == [needed]
+
+
+# ------------------------------------------------------------------------------ the demand's own regimes (issue 29)
+
+
+def test_a_regime_flips_once_the_rivals_summed_advantage_reaches_the_flip_dated_from_when_it_began() -> None:
+    r = observe(Regimes(), -10.0, 0.0, 0.0, 1000.0)  # baseline better from the first reading: its start unknown
+    assert r.better is False and r.since is None and remainder(r, 100.0) is None
+    r = observe(r, 20.0, 15.0, 15.0, 1000.0)  # speculation 300 tokens ahead: under the flip
+    r = observe(r, -30.0, 30.0, 15.0, 1000.0)  # and behind again: the sum floors at zero, no flip
+    assert r.better is False and r.rival == 0.0
+    for t in (45.0, 60.0, 75.0, 90.0):  # 20 tok/s x 15 s a reading: 1200 tokens at t = 90
+        r = observe(r, 20.0, t, 15.0, 1000.0)
+    assert r.better is True and r.since == 30.0  # dated from when the sum left zero
+    assert r.lengths == ()  # the regime before began before the first reading: its length is unknown
+    assert remainder(r, 90.0) == 60.0  # no past speculative regime: its age (Lindy)
+    for t in (105.0, 120.0, 135.0, 150.0, 165.0, 180.0, 195.0):
+        r = observe(r, -20.0, t, 15.0, 1000.0)
+    assert r.better is False and r.lengths == ((True, 60.0),)
+
+
+def test_remainder_is_the_mean_of_the_past_regimes_that_outlasted_this_ones_age() -> None:
+    r = Regimes(better=True, since=1000.0, lengths=((True, 600.0), (False, 9000.0), (True, 1200.0), (True, 100.0)))
+    assert remainder(r, 1300.0) == pytest.approx(((600 - 300) + (1200 - 300)) / 2)
+    assert remainder(r, 1900.0) == pytest.approx(1200 - 900)
+    assert remainder(r, 3000.0) == pytest.approx(2000.0)  # outlasted them all: its age
+
+
+def test_a_regime_expected_to_outlast_the_roll_is_bought_early() -> None:
+    """Speculation served a long stretch, then the load rose past the crossover and stayed: once the baseline's
+    regime is as old as the 60 s roll (Lindy: as long again to come) the restart is bought at EARLY x the cost,
+    long before the regret covers it (the reactive rule, 2x; here the rule is within 1 + 1/EARLY = 5x)."""
+    k = knobs(Strategy.RESTART)
+    gain = CURVES.rate(Mode.BASELINE, 100) - CURVES.rate(Mode.SPECULATIVE, 100)
+    cost = 60.0 * CURVES.rate(Mode.SPECULATIVE, 100)
+    reactive = math.ceil(cost / (gain * 15.0))
+    state, verdicts = run(k, CURVES, spec_state(), [10.0] * 8 + [100.0] * (reactive + 3))
+    restarts = [i - 8 for i, v in enumerate(verdicts) if v.action is Action.RESTART]
+    assert len(restarts) == 1 and restarts[0] < reactive / 2
+    reason = verdicts[8 + restarts[0]].reason
+    assert "which outlasts the 60 s roll" in reason and f"({EARLY:.2f}x the cost" in reason
+    assert state.mode is Mode.BASELINE
+
+
+def test_a_regime_expected_to_end_before_the_roll_does_waits_for_twice_the_cost() -> None:
+    """Past baseline regimes lasted 5 and 6 minutes; this one is 4 minutes old: one or two more to come, less
+    than the 10-minute roll (5 pods x 120 s), so the restart waits for WAIT x the cost instead of the cost."""
+    k = knobs(Strategy.RESTART, speculative_replicas=5, startup_seconds=120.0)
+    r = Regimes(better=False, since=1000.0, lengths=((False, 300.0), (True, 5000.0), (False, 360.0)))
+    ahead = regime_ahead(k, Mode.SPECULATIVE, r, 1240.0, 1000.0)
+    assert ahead is not None and ahead.threshold == WAIT * 1000.0
+    assert "expected to stay so 90 s more, which does not outlast the 600 s roll" in ahead.why
+    # the same regime with long past ones is bought early; a regime of the current mode forecasts nothing
+    long = replace(r, lengths=((False, 3000.0),))
+    assert regime_ahead(k, Mode.SPECULATIVE, long, 1240.0, 1000.0).threshold == EARLY * 1000.0  # type: ignore[union-attr]
+    assert regime_ahead(k, Mode.BASELINE, r, 1240.0, 1000.0) is None
+    # a regime whose start was not seen (a new deployment, an operator restart) is unknown: the reactive rule
+    assert regime_ahead(k, Mode.SPECULATIVE, replace(r, since=None), 1240.0, 1000.0) is None

@@ -10,12 +10,13 @@ from functools import cache
 from specserve.api.models import Mode, Strategy
 from specserve.api.validation import parse_object
 from specserve.policy.forecast import LAMBDA_MIN, robustness
-from specserve.policy.restart import pool_rate, switch_cost
+from specserve.policy.restart import EARLY, pool_rate, switch_cost
 from specserve_tools.emulator.profile import load_profile
 from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.episodes import Episode, episodes
 from specserve_tools.simulate.scenario import DEFAULT_SPEC, Scenario, scenario, with_strategy
 from specserve_tools.simulate.synthetic import shipped_trace
+from tests.unit.policy_helpers import ILLUSTRATIVE, knobs, profile_curves
 
 PROFILE = "illustrative-crossover-8b"
 
@@ -39,11 +40,12 @@ def demands(trace: str) -> list[float]:
 
 
 @cache
-def ran(trace: str, forecast: bool) -> tuple[Episode, ...]:
+def ran(trace: str, forecast: bool, regimes: bool = True) -> tuple[Episode, ...]:
+    """`regimes` False: the demand's own regimes forgotten, so without `forecast` the reactive rule exactly."""
     s = _scenario()
     horizon = s.setup.forecast_horizon if forecast else None
     assert s.curves is not None and horizon != 0
-    return tuple(episodes(s.knobs, s.curves, demands(trace), s.setup.initial_mode, horizon))
+    return tuple(episodes(s.knobs, s.curves, demands(trace), s.setup.initial_mode, horizon, regimes))
 
 
 def paid(eps: tuple[Episode, ...]) -> float:
@@ -70,14 +72,14 @@ def test_premise_the_week_has_a_restart_into_each_mode_every_day() -> None:
 
 
 def test_where_the_history_tells_the_truth_the_forecast_pays_less_than_the_reactive_rule() -> None:
-    reactive, forecast = paid(ran("week", False)), paid(ran("week", True))
+    reactive, forecast = paid(ran("week", False, False)), paid(ran("week", True))
     assert forecast < 0.92 * reactive  # measured: 11% less (the first day has no history, Saturday follows Friday)
     early = [e for e in ran("week", True) if e.restart is not None and e.ratio < 1.9]
     assert len(early) >= 8  # the weekdays after the first: restarted early, near 1 + lambda
 
 
 def test_where_the_history_lies_the_rule_earns_no_trust_and_stays_within_2x_per_episode() -> None:
-    reactive, forecast = ran("week-adversarial", False), ran("week-adversarial", True)
+    reactive, forecast = ran("week-adversarial", False, False), ran("week-adversarial", True)
     bound = 2.0 + overshoot("week-adversarial")
     assert max(e.ratio for e in forecast) <= bound
     assert max(e.ratio for e in forecast) < robustness(LAMBDA_MIN)
@@ -95,6 +97,38 @@ def test_a_lie_after_days_of_truth_costs_one_episode_within_1_plus_1_over_lambda
     eps = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, s.setup.forecast_horizon)
     first_lie = min((e for e in eps if e.start >= 4 * 86400), key=lambda e: e.start)
     assert 2.0 < first_lie.ratio <= robustness(LAMBDA_MIN) + overshoot("week")  # measured 2.44
-    reactive = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, None)
+    reactive = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, None, regimes=False)
     assert paid(tuple(eps)) / sum(e.optimum for e in eps) < 2.0  # measured 1.91 (reactive 2.00)
     assert paid(tuple(eps)) < paid(tuple(reactive))
+
+
+def test_without_a_history_the_demands_own_regimes_pay_less_than_the_reactive_rule_within_the_proven_5x() -> None:
+    """The regimes' early (EARLY x C) and late (WAIT x C) thresholds (policy.restart.regime_ahead) give up the
+    reactive rule's 2x for 1 + 1/EARLY = 5x per episode (policy.restart's docstring: the proof); on the shipped
+    weeks, whose regimes outlast the roll, they pay far less than the reactive rule."""
+    for trace in ("week", "week-adversarial"):
+        own, reactive = ran(trace, False), ran(trace, False, False)
+        assert paid(own) < 1.4 * sum(e.optimum for e in own), trace  # measured 1.25 and 1.26
+        assert paid(own) < 0.7 * paid(reactive), trace  # measured 0.63 and 0.63
+        assert max(e.ratio for e in own) <= robustness(EARLY) + overshoot(trace), trace  # measured 1.28 and 1.35
+
+
+def test_a_worst_case_built_against_the_regimes_reaches_near_the_proven_5x() -> None:
+    """Built against the rule (illustrative curves, one replica, a 60 s roll): short baseline bumps, then a
+    baseline regime old enough to outlast the roll (Lindy's rule: as long again to come) is bought early, at
+    EARLY x the cost, and ends right after. That episode costs near 1 + 1/EARLY = 5x its optimum (measured
+    4.55x: min(L, C) is the regret at the restart plus one interval's), the proven bound up to one evaluation
+    interval's overshoot; the run as a whole is past 2x too (measured 2.48x), where the reactive rule stays within
+    2x per episode. The price of the early purchase, named in docs/switching.md."""
+    curves = profile_curves(ILLUSTRATIVE)
+    k = knobs(Strategy.RESTART)
+    d = [10.0] * 8
+    for _ in range(2):
+        d += [100.0] * 20 + [10.0] * 60
+    d += [100.0] * 14 + [10.0] * 60
+    eps = episodes(k, curves, d, Mode.SPECULATIVE, None)
+    worst = max(e.ratio for e in eps)
+    assert 4.0 < worst <= robustness(EARLY) + 0.1  # one 15 s interval's overshoot: measured 4.55
+    assert 2.0 < paid(tuple(eps)) / sum(e.optimum for e in eps) < robustness(EARLY)  # measured 2.48
+    reactive = episodes(k, curves, d, Mode.SPECULATIVE, None, regimes=False)
+    assert max(e.ratio for e in reactive) <= 2.05  # the reactive rule: 2x per episode

@@ -213,3 +213,52 @@ def on_restart(ledger: Ledger, threshold: float, regret: float, cost: float) -> 
     if rental.peak >= cost:  # staying's regret already reached C: OPT = C
         return Ledger(settled(bank - debit, rental), 0.0, None)
     return Ledger(bank - debit, 0.0, rental)
+
+
+# ------------------------------------------------------------------------------------- the demand's own regimes
+
+REGIMES_KEPT = 8  # regimes remembered per deployment (in memory only: an operator restart forgets them)
+
+
+@dataclass(frozen=True)
+class Regimes:
+    """The demand's own history, for days without a day/week history (a new deployment, short retention): which
+    mode the demand favoured and for how long. A regime changes when the rival mode's advantage, summed since it
+    began and floored at zero (a CUSUM, as the regret), reaches `flip` tokens: noise around the crossover trades
+    small advantages back and forth and never flips it; the new regime is dated from when that sum left zero.
+    In memory only, like the ledger."""
+
+    better: bool | None = None  # speculation is the better mode in the current regime; None: nothing read yet
+    since: float | None = None  # when the current regime began; None: before the first reading (unknown)
+    rival: float = 0.0  # tokens: the rival mode's summed advantage since `rival_since`, floored at zero
+    rival_since: float = 0.0
+    lengths: tuple[tuple[bool, float], ...] = ()  # the last REGIMES_KEPT regimes that ended: (better, seconds)
+
+
+def observe(regimes: Regimes, spec_gain: float, now: float, dt: float, flip: float) -> Regimes:
+    """One more reading: speculation serves `spec_gain` tokens/s more than baseline (negative: less), `dt`
+    seconds after the last reading."""
+    if regimes.better is None:
+        return Regimes(better=spec_gain > 0, rival_since=now)
+    advantage = -spec_gain if regimes.better else spec_gain  # the rival's, tokens/s
+    rival = max(0.0, regimes.rival + advantage * max(dt, 0.0))
+    since = regimes.rival_since if regimes.rival > 0.0 else now - max(dt, 0.0)
+    if rival <= 0.0:
+        return replace(regimes, rival=0.0, rival_since=now)
+    if rival < flip:
+        return replace(regimes, rival=rival, rival_since=since)
+    ended = () if regimes.since is None else ((regimes.better, max(0.0, since - regimes.since)),)
+    lengths = (*regimes.lengths, *ended)[-REGIMES_KEPT:]
+    return Regimes(better=not regimes.better, since=since, rival=0.0, rival_since=now, lengths=lengths)
+
+
+def remainder(regimes: Regimes, now: float) -> float | None:
+    """How much longer the current regime is expected to last: the mean remainder of the past regimes of the same
+    mode that outlasted its age; without one (none ended yet, or it outlasted them all), its age (a regime that
+    lasted t is expected to last about t more: Lindy's rule). None (unknown, not short) for a regime that began
+    before the first reading (a new deployment, an operator restart: the memory is not in status)."""
+    if regimes.better is None or regimes.since is None:
+        return None
+    age = max(0.0, now - regimes.since)
+    longer = [d - age for mode, d in regimes.lengths if mode == regimes.better and d > age]
+    return sum(longer) / len(longer) if longer else age

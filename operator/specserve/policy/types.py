@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from specserve.api.models import Action, Mode, PendingKind, Rule, Strategy, Weights
-from specserve.policy.forecast import History, Ledger
+from specserve.policy.forecast import History, Ledger, Regimes
 
 # Action and PendingKind live in the API (status.history, status.switching.pending); the policy's modules import them
 # from here as well.
@@ -134,6 +134,8 @@ class PolicyState:
     forecast_error: float | None = None
     # Restart: the slack banked against the 2x bound (policy.forecast); in memory only, not in status
     forecast_ledger: Ledger = field(default_factory=Ledger)
+    # Restart: which mode the demand favoured and for how long (policy.forecast); in memory only, not in status
+    regimes: Regimes = field(default_factory=Regimes)
     # TrafficSplit: the last requests in flight read (policy.closed_loop's noise); in memory only, not in status
     recent_demand: tuple[float, ...] = ()
 

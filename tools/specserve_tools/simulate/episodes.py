@@ -13,11 +13,11 @@ that followed, as Prometheus would answer the live loop's queries."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specserve.api.models import Action, Mode
 from specserve.policy.curves import ModeCurves
-from specserve.policy.forecast import History
+from specserve.policy.forecast import History, Regimes
 from specserve.policy.restart import other, pool_rate, switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Knobs, PoolSignal, Sample
@@ -69,9 +69,11 @@ def episodes(
     demands: Sequence[float],
     initial: Mode,
     horizon: float | None,
+    regimes: bool = True,
 ) -> list[Episode]:
-    """The rule's episodes on `demands` (one per evaluation interval); `horizon`: the forecast's (None: no history,
-    the reactive rule)."""
+    """The rule's episodes on `demands` (one per evaluation interval); `horizon`: the forecast's (None: no history).
+    `regimes`: False forgets the demand's own regimes at every evaluation (policy.forecast.Regimes: their start is
+    then never seen), so without a history the rule is the reactive one exactly."""
     dt, n = knobs.evaluation_interval, knobs.speculative_replicas
     prefix = [0.0]
     for d in demands:
@@ -122,7 +124,7 @@ def episodes(
             elif regret <= 0.0:
                 close(current)
                 current = None
-        state = verdict.state
+        state = verdict.state if regimes else replace(verdict.state, regimes=Regimes())
     for ep in (current, after):
         if ep is not None:
             close(ep)
