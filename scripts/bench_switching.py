@@ -4,6 +4,7 @@
     .venv/bin/python scripts/bench_switching.py round      # one evaluation round of 1, 20, 200 SpecServes
     .venv/bin/python scripts/bench_switching.py reaction   # load step -> HTTPRoute weight change, vs the bound
     .venv/bin/python scripts/bench_switching.py rss        # the operator's RSS with 200 SpecServes
+    .venv/bin/python scripts/bench_switching.py writes     # API writes per round, the soak's demand, an outage
     .venv/bin/python scripts/bench_switching.py all
 
 round: a real Prometheus (Debian's, loopback) scrapes a synthetic exposition carrying the series of N SpecServes
@@ -18,6 +19,11 @@ after every SpecServe has been evaluated, and its CPU over a steady minute. The 
 the operator image installs (`pip install .`, no extras: .cache/bench/operator-venv, built on first use), since the
 dev extras (kubernetes-validate, jsonschema: the fake's validators) are imported by the kubernetes client when
 present; `--operator-python` runs it from another interpreter.
+writes: the switching loop with the real policy over N SpecServes configured as the chaos soak configures them
+(TrafficSplit, 2 s evaluations, each SpecServe's demand jumping among 1-20 requests every 15-45 s), on simulated
+time with an in-memory load source and Kubernetes (no timing, so deterministic for a seed): the loop's status writes
+and the reconciles it triggers per round, over the whole run and in the rounds around a Prometheus outage
+(--outage-seconds long, starting half way). Counts, not seconds: what the rounds on a real API server cost.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +57,8 @@ from specserve.config import OperatorConfig  # noqa: E402
 from specserve.kube.client import ClientOptions, KubeClient  # noqa: E402
 from specserve.kube.kinds import DEPLOYMENT, Kind  # noqa: E402
 from specserve.metrics.prometheus import PrometheusSource  # noqa: E402
-from specserve.metrics.promql import Windows  # noqa: E402
+from specserve.metrics.promql import PoolKey, Query, Signal, Windows  # noqa: E402
+from specserve.metrics.results import QueryResult  # noqa: E402
 from specserve.objects import Objects, ObjectState  # noqa: E402
 from specserve.policy.switching import decide  # noqa: E402
 from specserve.switching.loop import LoopConfig, SwitchingLoop  # noqa: E402
@@ -203,6 +213,120 @@ def bench_round(sizes: list[int]) -> list[JSON]:
             prom.stop()
             web.terminate()
     return rows
+
+
+# ------------------------------------------------------------------------------------------------------ writes
+SOAK_DEMANDS = (1, 2, 4, 8, 12, 20)  # scripts/chaos_soak.py's DEMANDS
+
+
+def soak_doc(name: str) -> JSON:
+    """A SpecServe as scripts/chaos_soak.py configures it (specserve_doc), already realised by a reconcile."""
+    body = doc(name, hysteresis=0.2, evaluationIntervalSeconds=2, upStabilizationSeconds=0,
+               downStabilizationSeconds=4, minDwellSeconds=0)  # fmt: skip
+    body["status"] = {"weights": {"speculative": 0, "baseline": 100}, "activeMode": "Baseline"}
+    return body
+
+
+class ScriptedLoad:
+    """Prometheus' answers on simulated time: each SpecServe's demand split over its pools by the route's weights
+    (as the soak's exposition splits it); every query fails while `down`."""
+
+    def __init__(self, registry: Objects, demand: dict[str, float]) -> None:
+        self.registry, self.demand = registry, demand
+        self.now, self.down, self.queries_sent = 0.0, False, 0
+
+    def _share(self, name: str, pool: str) -> float:
+        tracked = self.registry.named((NS, name))
+        weights = ((tracked.body.get("status") or {}).get("weights") if tracked else None) or {}
+        total = sum(weights.values()) or 1
+        return float(self.demand[name] * weights.get(pool, 0) / total)
+
+    async def read(self, queries: list[Query]) -> list[QueryResult]:
+        self.queries_sent += len(queries)
+        if self.down:
+            return [QueryResult(q, error="connection refused (the outage)") for q in queries]
+        out = []
+        for q in queries:
+            values: dict[PoolKey, float] = {}
+            if q.signal is not Signal.LATENCY_IN_FLIGHT:  # too few finished requests: the gauges decide
+                for name in self.demand:
+                    for pool in ("speculative", "baseline"):
+                        running = self._share(name, pool)
+                        values[PoolKey(NS, name, pool)] = {
+                            Signal.RUNNING: running, Signal.QUEUED: 0.0, Signal.FRESHNESS: self.now,
+                            Signal.TOKENS: 40 * running, Signal.DECODE_TOKENS: 40 * running,
+                        }.get(q.signal, 1.0)  # fmt: skip
+            out.append(QueryResult(q, values, self.now))
+        return out
+
+
+def bench_writes(count: int, seconds: float, outage: float, seed: int) -> JSON:
+    logging.getLogger("specserve").setLevel(logging.ERROR)  # an outage logs one line per SpecServe
+    rng = random.Random(seed)
+    names = [f"s{i}" for i in range(count)]
+    registry = Objects()
+    for name in names:
+        registry.observe(soak_doc(name))
+    kube = MemoryKube(registry, names)
+    load = ScriptedLoad(registry, {n: float(rng.choice(SOAK_DEMANDS)) for n in names})
+    change = {n: rng.uniform(15, 45) for n in names}
+    triggered = [0]
+
+    async def realise(item: ObjectState) -> None:
+        # The reconcile: the route takes the target at once and status.weights says so.
+        triggered[0] += 1
+        weights = ((item.body.get("status") or {}).get("switching") or {}).get("weights")
+        if weights is not None:
+            item.observe({**item.body, "status": {**item.body["status"], "weights": weights}})
+
+    start = 1_000_000.0
+    clock = Clock(start)
+    loop = SwitchingLoop(
+        registry, kube, Readers(load), decide, realise,  # type: ignore[arg-type]
+        LoopConfig(prometheus_url="http://prom:9090"), clock=clock,
+    )  # fmt: skip
+    down_from, down_to = seconds / 2, seconds / 2 + outage
+    rows: list[tuple[float, int, int]] = []  # (time, loop writes, reconciles triggered)
+
+    async def run() -> None:
+        t = 0.0
+        while t < seconds:
+            for n in names:
+                if t >= change[n]:
+                    load.demand[n] = float(rng.choice(SOAK_DEMANDS))
+                    change[n] = t + rng.uniform(15, 45)
+            load.down = down_from <= t < down_to
+            clock.t = load.now = start + t
+            writes, fired = kube.writes, triggered[0]
+            await loop.run_round()
+            await loop.realised()
+            rows.append((t, kube.writes - writes, triggered[0] - fired))
+            t += 2.0
+
+    asyncio.run(run())
+    steady = [r for r in rows[30:] if not down_from - 2 <= r[0] < down_to + 8]  # start-up and outage left out
+    around = [r for r in rows if down_from - 2 <= r[0] < down_to + 8]
+
+    def q(values: list[int], p: float) -> int:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+    result = {
+        "specserves": count, "rounds": len(rows), "seed": seed,
+        "writes_p50": statistics.median(r[1] for r in steady), "writes_p90": q([r[1] for r in steady], 0.9),
+        "reconciles_p50": statistics.median(r[2] for r in steady),
+        "writes_total": sum(r[1] for r in rows), "reconciles_total": sum(r[2] for r in rows),
+        "outage_writes": sum(r[1] for r in around) - statistics.median(r[1] for r in steady) * len(around),
+        "outage_rounds": [r[1] for r in around],
+    }  # fmt: skip
+    print(
+        f"N={count} {len(rows)} rounds of 2 s (seed {seed}): loop status writes per round p50 {result['writes_p50']} "
+        f"p90 {result['writes_p90']}, reconciles triggered p50 {result['reconciles_p50']}; total writes "
+        f"{result['writes_total']}, reconciles {result['reconciles_total']}; a {outage:.0f} s outage: writes per "
+        f"round around it {result['outage_rounds']} (~{result['outage_writes']:.0f} above the median)",
+        flush=True,
+    )
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------- reaction
@@ -387,7 +511,7 @@ def bench_rss(count: int, steady_seconds: float, resync_seconds: float, operator
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["round", "reaction", "rss", "all"])
+    parser.add_argument("what", choices=["round", "reaction", "rss", "writes", "all"])
     parser.add_argument("--sizes", default="1,20,200", help="round: SpecServe counts (default 1,20,200)")
     parser.add_argument("--count", type=int, default=200, help="rss: SpecServes (default 200)")
     parser.add_argument("--steady-seconds", type=float, default=60.0, help="rss: steady window (default 60)")
@@ -395,11 +519,16 @@ def main() -> int:
         "--resync-seconds", type=float, default=30.0, help="rss: the operator's resync (default 30, as deployed)"
     )
     parser.add_argument("--operator-python", help="rss: run the operator with this interpreter (default: see above)")
+    parser.add_argument("--seconds", type=float, default=300.0, help="writes: simulated seconds (default 300)")
+    parser.add_argument("--outage-seconds", type=float, default=20.0, help="writes: the outage (default 20)")
+    parser.add_argument("--seed", type=int, default=1, help="writes: the demand's seed (default 1)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     out: JSON = {}
     if args.what in ("round", "all"):
         out["round"] = bench_round([int(s) for s in args.sizes.split(",")])
+    if args.what in ("writes", "all"):
+        out["writes"] = bench_writes(args.count, args.seconds, args.outage_seconds, args.seed)
     if args.what in ("reaction", "all"):
         out["reaction"] = bench_reaction([(1, 0, 1.0), (5, 0, 1.0), (2, 3, 1.0)])
     if args.what in ("rss", "all"):

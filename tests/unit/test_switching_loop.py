@@ -243,15 +243,34 @@ async def test_a_decision_is_written_realised_at_once_and_announced(world: World
     assert world.triggered == ["kimi-k25"]  # the reconcile ran now, not at the next resync
     assert [(t, r) for t, r, _ in world.kube.events] == [("Normal", "SetWeights")]
     assert "Baseline -> Speculative" in world.kube.events[0][2]
-    # Written before the reconcile realised it: the Switching condition says a change converges.
-    assert patch["conditions"] and any(c["type"] == "Switching" and c["status"] == "True" for c in patch["conditions"])
-
-    await world.round_at(105)  # realised: Switching goes False, nothing else changes
-    assert world.condition("Switching")["status"] == "False"
+    # The reconcile it triggers moves the route within the round: the decision is one write, Switching stays
+    # Stable (Converging now and Stable at the next evaluation cost two writes per weight move).
+    assert [c["status"] for c in patch["conditions"] if c["type"] == "Switching"] == ["False"]
     writes = len(world.kube.patches)
-    await world.round_at(110)
+    for t in (105, 110):  # realised: nothing more to write
+        await world.round_at(t)
     assert len(world.kube.patches) == writes
+    assert world.condition("Switching")["status"] == "False"
     assert len(world.status()["history"]) == 1
+
+
+async def test_a_route_move_not_realised_by_the_next_evaluation_is_named_converging(world: World) -> None:
+    async def slow(item: ObjectState) -> None:
+        world.triggered.append(item.body["metadata"]["name"])  # the reconcile does not move the route (yet)
+
+    world.loop.trigger = slow
+    world.prom.demand["kimi-k25"] = 2.0
+    await world.round_at(100)
+    assert world.condition("Switching")["status"] == "False"  # decided this evaluation: the reconcile runs now
+    await world.round_at(105)  # a whole interval later the route still lags: named
+    switching = world.condition("Switching")
+    assert (switching["status"], switching["reason"]) == ("True", "Converging")
+    assert "route weights 0/100 (speculative/baseline), target 100/0" in switching["message"]
+    tracked = world.registry.named((NS, "kimi-k25"))
+    assert tracked is not None
+    tracked.body["status"]["weights"] = {"speculative": 100, "baseline": 0}  # realised at last
+    await world.round_at(110)
+    assert world.condition("Switching")["status"] == "False"
 
 
 async def test_a_slow_reconcile_of_one_decision_holds_no_other_specserve_of_the_round(kimi_doc: JSON) -> None:

@@ -115,12 +115,21 @@ def test_snapshot_reports_each_pools_load() -> None:
 
 def test_a_load_only_move_waits_until_the_snapshot_is_30_seconds_old() -> None:
     """A demand that moves every round would write status every evaluation: a material move refreshes the
-    snapshot once it is LOAD_REFRESH_SECONDS old; turning known or unknown refreshes it at once."""
+    snapshot once it is LOAD_REFRESH_SECONDS old; turning known refreshes it at once, turning unknown once named."""
     old = LoadSnapshot(concurrency=20.0, time="2026-12-04T10:00:00Z")
-    assert not load_due(old, LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:10Z"))
-    assert load_due(old, LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:30Z"))
-    assert not load_due(old, LoadSnapshot(concurrency=20.5, time="2026-12-04T10:05:00Z"))  # not material
-    assert load_due(old, LoadSnapshot(concurrency=None, time="2026-12-04T10:00:02Z"))  # turned unknown
+    assert not load_due(old, LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:10Z"), named=False)
+    assert load_due(old, LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:30Z"), named=False)
+    assert not load_due(old, LoadSnapshot(concurrency=20.5, time="2026-12-04T10:05:00Z"), named=False)  # not material
+    assert load_due(old, LoadSnapshot(concurrency=None, time="2026-12-04T10:00:02Z"), named=True)  # unknown, named
     assert load_due(LoadSnapshot(concurrency=None, time="2026-12-04T10:00:00Z"),
-                    LoadSnapshot(concurrency=5.0, time="2026-12-04T10:00:02Z"))  # fmt: skip
-    assert load_due(LoadSnapshot(concurrency=20.0), LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:02Z"))
+                    LoadSnapshot(concurrency=5.0, time="2026-12-04T10:00:02Z"), named=False)  # fmt: skip
+    assert load_due(LoadSnapshot(concurrency=20.0), LoadSnapshot(concurrency=30.0, time="2026-12-04T10:00:02Z"),
+                    named=False)  # fmt: skip
+    assert load_due(None, LoadSnapshot(concurrency=None), named=False)  # the first snapshot
+
+
+def test_a_turn_to_unknown_waits_for_its_naming() -> None:
+    """Unknown reaches status.load with MetricsAvailable=False (FAILURE_THRESHOLD evaluations), in one write, not
+    at the first unknown evaluation too: a Prometheus outage cost 200 writes more per round at 200 SpecServes."""
+    old = LoadSnapshot(concurrency=20.0, time="2026-12-04T10:00:00Z")
+    assert not load_due(old, LoadSnapshot(concurrency=None, time="2026-12-04T10:05:00Z"), named=False)

@@ -107,6 +107,7 @@ async def test_the_loop_and_the_reconcile_each_keep_their_own_status_fields(
 async def test_nothing_is_written_when_the_live_fields_already_hold_the_intent(
     kube: KubeClient, fake: FakeApiServer
 ) -> None:
+    await reconcile_writes(kube, "True")  # the route realises the initial weights
     await loop_round(kube, fake, 7.0, 1000.0)
     writes = len(fake.requests)
     same = await loop_round(kube, fake, 7.2, 1005.0)  # demand barely moved: nothing worth a write
@@ -119,11 +120,12 @@ async def test_the_order_the_server_keeps_the_conditions_in_is_no_reason_to_writ
 ) -> None:
     """The conditions are a list map: the server may keep them in any order (another manager's apply reorders
     them). The loop compares by type, as the reconcile does, so a steady state still writes nothing."""
+    await reconcile_writes(kube, "True")  # the route realises the initial weights
     await loop_round(kube, fake, 7.0, 1000.0)
     stored = fake.get(SPECSERVES, NS, NAME)
     assert stored is not None
     shuffled = list(reversed(stored["status"]["conditions"]))
-    assert [c["type"] for c in shuffled] == ["Switching", "MetricsAvailable"]
+    assert [c["type"] for c in shuffled] == ["Switching", "MetricsAvailable", "Ready"]
     fake.patch_status(SPECSERVES, NS, NAME, {"conditions": shuffled})
     writes = len(fake.requests)
     same = await loop_round(kube, fake, 7.2, 1005.0)

@@ -22,7 +22,7 @@ from specserve.policy.pause import is_paused
 from specserve.policy.rollback import converged, rollback
 from specserve.policy.types import Knobs, PolicyState, Sample, Verdict
 from specserve.status import SWITCHING_LOOP, read_status
-from specserve.switching.pools import PoolState, converging, pending_change
+from specserve.switching.pools import PoolState, converging, switching_wait
 from specserve.switching.record import (
     FAILURE_THRESHOLD,
     Source,
@@ -113,11 +113,12 @@ def next_status(
     if recorded:
         new = with_decision(new, decision(verdict, saved.mode, now))
     load = load_snapshot(reading, now)
-    if recorded or new.switching != status.switching or load_due(status.load, load):
+    named = verdict.state.unknown_streak >= FAILURE_THRESHOLD  # the unknown load is named in MetricsAvailable
+    if recorded or new.switching != status.switching or load_due(status.load, load, named):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)
     paused = is_paused(obj.metadata.annotations)
-    new = switching_condition(new, pending_change(obj, new), persisted, generation, stamp, paused=paused)
+    new = switching_condition(new, switching_wait(obj, status, new), persisted, generation, stamp, paused=paused)
     return new, persisted
 
 

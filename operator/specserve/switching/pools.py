@@ -74,11 +74,9 @@ def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
     target = status.switching
     if target is None:
         return None
-    if obj.spec.strategy is Strategy.TRAFFIC_SPLIT and target.weights is not None and status.weights != target.weights:
-        now = status.weights
-        seen = f"{now.speculative}/{now.baseline}" if now is not None else "none"
-        aim = f"{target.weights.speculative}/{target.weights.baseline}"
-        return f"route weights {seen} (speculative/baseline), target {aim}"
+    lag = route_lag(obj, status)
+    if lag is not None:
+        return lag
     if obj.spec.strategy is Strategy.RESTART and status.active_mode is not None and status.active_mode != target.mode:
         return f"restarting pods into {target.mode.value} (serving {status.active_mode.value})"
     last = status.last_decision
@@ -87,6 +85,31 @@ def pending_change(obj: SpecServe, status: SpecServeStatus) -> str | None:
     if ours and progressing is not None:
         return progressing
     return None
+
+
+def route_lag(obj: SpecServe, status: SpecServeStatus) -> str | None:
+    """TrafficSplit: the route's weights (as the reconcile reports them) short of the target in status.switching."""
+    target = status.switching
+    if obj.spec.strategy is not Strategy.TRAFFIC_SPLIT or target is None or target.weights is None:
+        return None
+    if status.weights == target.weights:
+        return None
+    now = status.weights
+    seen = f"{now.speculative}/{now.baseline}" if now is not None else "none"
+    aim = f"{target.weights.speculative}/{target.weights.baseline}"
+    return f"route weights {seen} (speculative/baseline), target {aim}"
+
+
+def switching_wait(obj: SpecServe, before: SpecServeStatus, after: SpecServeStatus) -> str | None:
+    """What the Switching condition names after this evaluation (None: Stable). A route move decided by this very
+    evaluation is not named yet: the reconcile it triggers moves the route within the round, and naming it would
+    cost two status writes per weight move (Converging now, Stable at the next evaluation) for a state that lasts
+    well under one interval. It is named from the next evaluation on if the route still lags then (the previous
+    target not realised for a whole interval), and a lag already under way stays named with the new target."""
+    pending = pending_change(obj, after)
+    if pending is not None and pending == route_lag(obj, after) and pending_change(obj, before) is None:
+        return None
+    return pending
 
 
 def _progressing(status: SpecServeStatus) -> str | None:

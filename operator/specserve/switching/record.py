@@ -2,7 +2,8 @@
 a bounded history, the load snapshot, and the MetricsAvailable and Switching conditions.
 
 Steady state writes nothing: every field here only changes when something worth telling changed. The load
-snapshot is refreshed with each decision, when it turns known or unknown, or when demand has moved materially
+snapshot is refreshed with each decision, when it turns known, when it turns unknown and that is named (with
+MetricsAvailable=False, in the same write), or when demand has moved materially
 (LOAD_RELATIVE and LOAD_ABSOLUTE) and the snapshot is LOAD_REFRESH_SECONDS old: a demand that moves every round
 would otherwise cost a status write per SpecServe per evaluation (200 SpecServes on a real API server: rounds of
 7-31 s instead of 2, docs/chaos-soak.md). Condition messages carry no moving numbers for the same reason.
@@ -118,13 +119,17 @@ def load_moved(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
     return delta >= LOAD_ABSOLUTE and delta > LOAD_RELATIVE * max(old.concurrency, new.concurrency)
 
 
-def load_due(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
-    """Whether a load-only change reaches status: a known/unknown turn at once, a material move once the
-    snapshot is LOAD_REFRESH_SECONDS old (an unreadable time counts as old)."""
+def load_due(old: LoadSnapshot | None, new: LoadSnapshot, named: bool) -> bool:
+    """Whether a load-only change reaches status: a turn to known at once; a turn to unknown once it is `named`
+    (FAILURE_THRESHOLD unknown evaluations: written with MetricsAvailable=False, one write; an outage or a
+    hostile gauge shorter than that writes nothing, and the snapshot keeps its time, so it reads as old, not as
+    current); a material move once the snapshot is LOAD_REFRESH_SECONDS old (an unreadable time counts as old)."""
     if not load_moved(old, new):
         return False
-    if old is None or (old.concurrency is None) != (new.concurrency is None):
+    if old is None:
         return True
+    if (old.concurrency is None) != (new.concurrency is None):
+        return new.concurrency is not None or named
     if old.time is None or new.time is None:
         return True
     try:
