@@ -222,12 +222,17 @@ def recent(restarts: tuple[float, ...], now: float) -> tuple[float, ...]:
     return tuple(t for t in restarts if now - t < DAY)
 
 
+def elapsed(state: PolicyState, now: float, interval: float) -> float:
+    """Seconds this sample stands for: since the last evaluation, at most MAX_GAP_INTERVALS intervals (a gap, an
+    operator outage, counts no more); 0 for the first."""
+    if state.last_evaluation is None:
+        return 0.0
+    return min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * interval)
+
+
 def integrate(state: PolicyState, gain: float, now: float, interval: float) -> float:
     """The regret after one more sample whose other-minus-current rate is `gain` tokens/s."""
-    if state.last_evaluation is None:
-        return max(0.0, state.regret)
-    dt = min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * interval)
-    return max(0.0, state.regret + gain * dt)
+    return max(0.0, state.regret + gain * elapsed(state, now, interval))
 
 
 @lru_cache(maxsize=256)
@@ -266,9 +271,7 @@ def ahead(
     predicted = forecast(history, demand)
     # trust is earned over readings, not over time spent not looking (an operator outage): gaps count as the
     # regret's do, at most MAX_GAP_INTERVALS evaluation intervals
-    dt = 0.0
-    if state.last_evaluation is not None:
-        dt = min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * knobs.evaluation_interval)
+    dt = elapsed(state, now, knobs.evaluation_interval)
     error = update_error(state.forecast_error, predicted.now if predicted is not None else None, demand, dt)
     if predicted is None or history is None:
         return Ahead(error, cost, "no demand history to forecast from: the reactive threshold")
@@ -332,12 +335,8 @@ def decide_restart(
     roll, queue = restart_price(knobs, curves, current, demand)
     cost = roll  # the drain is named, not priced: see the module docstring (measured on the suite)
     fore = ahead(knobs, curves, state, (demand, now, regret), cost, history)
-    dt = (
-        0.0
-        if state.last_evaluation is None
-        else min(max(now - state.last_evaluation, 0.0), MAX_GAP_INTERVALS * knobs.evaluation_interval)
-    )
-    spec_gain = pool_rate(curves, Mode.SPECULATIVE, demand, n) - pool_rate(curves, Mode.BASELINE, demand, n)
+    dt = elapsed(state, now, knobs.evaluation_interval)
+    spec_gain = f_cur - f_oth if current is Mode.SPECULATIVE else f_oth - f_cur
     regimes = observe(state.regimes, spec_gain, now, dt, FLIP_SHARE * cost)
     if forecast(history, demand) is None:
         own = regime_ahead(knobs, current, regimes, now, cost)

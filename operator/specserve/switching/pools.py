@@ -106,10 +106,9 @@ def switching_wait(obj: SpecServe, before: SpecServeStatus, after: SpecServeStat
     cost two status writes per weight move (Converging now, Stable at the next evaluation) for a state that lasts
     well under one interval. It is named from the next evaluation on if the route still lags then (the previous
     target not realised for a whole interval), and a lag already under way stays named with the new target."""
-    pending = pending_change(obj, after)
-    if pending is not None and pending == route_lag(obj, after) and pending_change(obj, before) is None:
+    if route_lag(obj, after) is not None and pending_change(obj, before) is None:
         return None
-    return pending
+    return pending_change(obj, after)
 
 
 def _progressing(status: SpecServeStatus) -> str | None:
