@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from specserve.api import reasons
 from specserve.api.models import (
     HISTORY_LIMIT,
@@ -17,6 +19,7 @@ from specserve.api.models import (
 from specserve.metrics.signal import Reading
 from specserve.policy.types import Action, PolicyState, PoolSignal, Sample, Verdict
 from specserve.switching.record import (
+    FAILURE_THRESHOLD,
     Source,
     became_unavailable,
     decision,
@@ -25,6 +28,7 @@ from specserve.switching.record import (
     load_moved,
     load_snapshot,
     metrics_condition,
+    named,
     with_decision,
 )
 
@@ -100,6 +104,20 @@ def test_metrics_unavailable_only_after_the_threshold_and_then_stable() -> None:
     assert became_unavailable(down, down) is None
     up = metrics_condition(down, Reading(Sample(0.0, 1.0)), 0, source, 1, "t3")
     assert up.conditions[-1].status == ConditionStatus.TRUE
+
+
+@pytest.mark.parametrize("reason", [reasons.IMPLAUSIBLE_READING, reasons.EVALUATION_FAILED, reasons.QUERY_REFUSED])
+def test_a_defect_is_named_at_its_first_evaluation_a_gap_after_the_threshold(reason: str) -> None:
+    """A reading another scrape does not cure (a count no deployment holds, an evaluation that raised, a query
+    Prometheus refused) is named at once; a gap (Prometheus away, no data) waits out FAILURE_THRESHOLD."""
+    source = Source("Prometheus at p")
+    defect = Reading(Sample(0.0, None, error="broken"), reason, "sum(x)")
+    gap = Reading(Sample(0.0, None, error="Prometheus at p unreachable"), reasons.QUERY_FAILED, "sum(x)")
+    assert named(defect, 1) and not named(gap, 1) and not named(gap, FAILURE_THRESHOLD - 1)
+    assert named(gap, FAILURE_THRESHOLD) and not named(Reading(Sample(0.0, 1.0)), 5)
+    cond = metrics_condition(SpecServeStatus(), defect, 1, source, 1, "t0").conditions[-1]
+    assert (cond.status, cond.reason) == (ConditionStatus.FALSE, reason)
+    assert metrics_condition(SpecServeStatus(), gap, 1, source, 1, "t0") == SpecServeStatus()
 
 
 def test_snapshot_reports_each_pools_load() -> None:

@@ -24,13 +24,13 @@ from specserve.policy.types import Knobs, PolicyState, Sample, Verdict
 from specserve.status import SWITCHING_LOOP, read_status
 from specserve.switching.pools import PoolState, converging, switching_wait
 from specserve.switching.record import (
-    FAILURE_THRESHOLD,
     Source,
     decision,
     is_new,
     load_due,
     load_snapshot,
     metrics_condition,
+    named,
     switching_condition,
     with_decision,
     with_state,
@@ -84,9 +84,7 @@ def first_write(verdict: Verdict, reading: Reading) -> bool:
     """Whether a SpecServe without status.switching gets it now: once the load was read, a change was decided,
     or the metrics are declared unavailable. Until then the loop writes nothing (a SpecServe with no metrics
     yet costs no API writes)."""
-    return (
-        reading.reason is None or verdict.action is not Action.HOLD or verdict.state.unknown_streak >= FAILURE_THRESHOLD
-    )
+    return reading.reason is None or verdict.action is not Action.HOLD or named(reading, verdict.state.unknown_streak)
 
 
 def next_status(
@@ -113,8 +111,8 @@ def next_status(
     if recorded:
         new = with_decision(new, decision(verdict, saved.mode, now))
     load = load_snapshot(reading, now)
-    named = verdict.state.unknown_streak >= FAILURE_THRESHOLD  # the unknown load is named in MetricsAvailable
-    if recorded or new.switching != status.switching or load_due(status.load, load, named):
+    is_named = named(reading, verdict.state.unknown_streak)  # the unknown load is named in MetricsAvailable
+    if recorded or new.switching != status.switching or load_due(status.load, load, is_named):
         new = new.model_copy(update={"load": load})
     new = metrics_condition(new, reading, verdict.state.unknown_streak, source, generation, stamp)
     paused = is_paused(obj.metadata.annotations)

@@ -35,6 +35,20 @@ from specserve.status import set_condition
 from specserve.switching.state import status_time, to_status
 
 FAILURE_THRESHOLD = 3  # consecutive unknown evaluations before MetricsAvailable turns False
+# Readings that are a defect, not a gap: a count no deployment produces, an evaluation that raised, a query Prometheus
+# refused. Another scrape does not cure them, so waiting out FAILURE_THRESHOLD only delays the name (on a loop whose
+# rounds run long, by several rounds); they are named at the first evaluation that reads them.
+NAMED_AT_ONCE = frozenset({reasons.IMPLAUSIBLE_READING, reasons.EVALUATION_FAILED, reasons.QUERY_REFUSED})
+
+
+def named(reading: Reading, streak: int) -> bool:
+    """Whether the unknown load is named in MetricsAvailable now: a defect at once, a gap after FAILURE_THRESHOLD
+    unknown evaluations in a row."""
+    if reading.reason is None:
+        return False
+    return streak >= (1 if reading.reason in NAMED_AT_ONCE else FAILURE_THRESHOLD)
+
+
 LOAD_RELATIVE = 0.10
 LOAD_ABSOLUTE = 1.0
 LOAD_REFRESH_SECONDS = 30.0  # the least age of a snapshot that a load-only move refreshes
@@ -121,8 +135,8 @@ def load_moved(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
 
 def load_due(old: LoadSnapshot | None, new: LoadSnapshot, named: bool) -> bool:
     """Whether a load-only change reaches status: a turn to known at once; a turn to unknown once it is `named`
-    (FAILURE_THRESHOLD unknown evaluations: written with MetricsAvailable=False, one write; an outage or a
-    hostile gauge shorter than that writes nothing, and the snapshot keeps its time, so it reads as old, not as
+    (written with MetricsAvailable=False, one write; an outage shorter than FAILURE_THRESHOLD evaluations writes
+    nothing, and the snapshot keeps its time, so it reads as old, not as
     current); a material move once the snapshot is LOAD_REFRESH_SECONDS old (an unreadable time counts as old)."""
     if not load_moved(old, new):
         return False
@@ -149,15 +163,16 @@ class Source:
 def metrics_condition(
     status: SpecServeStatus, reading: Reading, streak: int, source: Source, generation: int | None, now: str
 ) -> SpecServeStatus:
-    """True when demand is known; False after FAILURE_THRESHOLD unknown rounds in a row, naming the reason and
-    the query (and the field to fix when Prometheus refused a seriesSelector query); else left as it was."""
+    """True when demand is known; False once the unknown load is `named` (a defect at once, a gap after
+    FAILURE_THRESHOLD unknown rounds in a row), naming the reason and the query (and the field to fix when
+    Prometheus refused a seriesSelector query); else left as it was."""
     if reading.reason is None:
         cond = (ConditionStatus.TRUE, reasons.READING, f"load read from {source.description}")
-    elif streak >= FAILURE_THRESHOLD:
+    elif named(reading, streak):
         message = f"{reading.sample.error} (query: {reading.query})" if reading.query else str(reading.sample.error)
         if reading.reason == reasons.QUERY_REFUSED and source.selector_override and SELECTOR_FIELD not in message:
             message += f"; fix {SELECTOR_FIELD}"
-        message += f"; {streak} evaluations in a row without load: no switch until it is read again"
+        message += f"; {streak} evaluation(s) in a row without load: no switch until it is read again"
         cond = (ConditionStatus.FALSE, reading.reason, message)
     else:
         return status
