@@ -6,13 +6,14 @@ returning series for only some pods, a pod still loading its model."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from specserve_kubefake import DEPLOYMENTS, SPECSERVES, FakeApiServer
+from specserve_kubefake import DEPLOYMENTS, PODS, SPECSERVES, FakeApiServer
 from tests.integration.switching_env import Load, Prometheus, pool_targets, running_prometheus
 from tests.integration.switching_world import (
     DIRECT_HOSTS,
@@ -26,6 +27,7 @@ from tests.integration.switching_world import (
     kubelet_pod,
     operator,
     route_accepted,
+    route_weights,
     spec_weight,
     status,
     switching_doc,
@@ -186,4 +188,41 @@ async def test_direct_reads_the_demand_of_the_ready_pods_while_another_pod_loads
         await all_on_speculative(fake)
         cond = condition(fake, "MetricsAvailable")
         assert cond["status"] == "True" and "Direct" in cond["message"]
+        assert not world.operator.done(), "the operator stopped"
+
+
+async def test_shared_gpus_put_no_weight_on_a_pool_still_loading_and_move_once_it_is_ready(
+    manual_fake: FakeApiServer, kimi_doc: dict[str, Any]
+) -> None:
+    """Pools on one GPU, curves given, Baseline first, the speculative pool still loading its model. At low load
+    both extremes serve nothing on the curves while one pool has no Ready replica, and the tie went to
+    speculation: on the H200 the weights flipped onto the loading NGRAM pod and the failover took them off, 16
+    times in a minute (docs/real-engine.md, fifth session). Now the loop holds until the pool is Ready, then
+    moves all of the weight there in one step (low load: speculation serves more)."""
+    api = manual_fake
+    curves = {
+        "speculative": [{"concurrency": 1, "tokensPerSecond": 550}, {"concurrency": 64, "tokensPerSecond": 9900}],
+        "baseline": [{"concurrency": 1, "tokensPerSecond": 220}, {"concurrency": 64, "tokensPerSecond": 10200}],
+    }
+    doc = copy.deepcopy(kimi_doc)
+    doc["spec"]["placement"]["gpuSharing"] = "Shared"
+    async with direct_world(api, doc, {"curves": curves}) as world:
+        # The curves' own crossover, not switching_doc's static one (a merge patch's null removes it).
+        api.patch(SPECSERVES, NS, NAME, {"spec": {"switching": {"crossoverConcurrency": None}}})
+        await eventually(lambda: api.get(DEPLOYMENTS, NS, f"{NAME}-base"), what="the baseline Deployment")
+        api.set_deployment_ready(NS, f"{NAME}-base")
+        kubelet_pod(api, "baseline", 0, DIRECT_HOSTS["baseline"])
+        kubelet_pod(api, "speculative", 0, DIRECT_HOSTS["speculative"], ready=False)  # loading its model
+        await route_accepted(api)
+        await eventually(lambda: condition(api, "MetricsAvailable").get("status") == "True", what="load read")
+        for _ in range(8):  # eight evaluations at 1 s: never a decision, never weight on the loading pool
+            await asyncio.sleep(1)
+            assert spec_weight(api) in (0, None), route_weights(api)
+            assert "lastDecision" not in status(api), status(api)["lastDecision"]
+        api.set_deployment_ready(NS, f"{NAME}-spec")
+        ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+        api.patch_status(PODS, NS, f"{NAME}-speculative-0", ready)  # the model loaded
+        await eventually(lambda: spec_weight(api) == 100, what="all weight on speculation once it is Ready")
+        moves = [h for h in status(api).get("history") or [] if h.get("action") == "SetWeights"]
+        assert len(moves) == 1, moves  # one step, and no flip before it
         assert not world.operator.done(), "the operator stopped"
