@@ -15,10 +15,13 @@ from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.learning import (
     ACCEPT_CONFIRM,
     CONFIDENT,
+    HALF_LIFE_SECONDS,
     SLEW_PER_HOUR,
     Drift,
     Learning,
     Measurement,
+    accept_in_use,
+    accept_scale,
     coverage,
     effective,
     learned_points,
@@ -150,6 +153,35 @@ def test_a_confirmed_accept_length_drop_moves_the_curve_the_policy_decides_with_
     for x in (1.0, 4.0, 32.0):
         assert eff.speculative.at(x) == pytest.approx(CALIBRATED.speculative.at(x) * 0.5, rel=0.02)
     assert eff.baseline == CALIBRATED.baseline
+
+
+def test_a_low_accept_length_relaxes_as_it_ages_while_no_speculative_pool_serves() -> None:
+    # On the H200 a sampled half confirmed an accept length of a third, the weights went to the plain pool, and a
+    # greedy ramp after it was served plain throughout (NGRAM served 2.7x at one in flight): held for ever, the
+    # low reading was never renewed, because only a pool that serves renews it.
+    learning = start(CALIBRATED)
+    t = 0.0
+    for accept in (3.0, 3.0, 3.0, 1.0, 1.0, 1.0):  # the reference, then a confirmed third of it
+        seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * accept / 3.0, accept)]
+        learning = observe(learning, CALIBRATED, seen, t).learning
+        t += 15.0
+    assert accept_in_use(learning) == pytest.approx(1 / 3)
+    low = CALIBRATED.speculative.at(1.0)
+    quiet = [Measurement(Mode.BASELINE, 4.0, CALIBRATED.baseline.at(4.0))]  # only the plain pool serves
+    last = t - 15.0
+    for hours, expected in ((0.5, 1 - (2 / 3) / 2), (1.0, 1 - (2 / 3) / 4), (3.0, 1 - (2 / 3) / 64)):
+        while t < last + hours * 3600:
+            learning = observe(learning, CALIBRATED, quiet, t).learning
+            t += 60.0
+        age = learning.updated - last  # type: ignore[operator]
+        want = 1 + (1 / 3 - 1) * 0.5 ** (age / HALF_LIFE_SECONDS)
+        assert accept_in_use(learning) == pytest.approx(want) and want == pytest.approx(expected, abs=0.02)
+        assert effective(CALIBRATED, learning).speculative.at(1.0) == pytest.approx(low * want, rel=0.02)
+    assert accept_scale(learning) == pytest.approx(1 / 3)  # the reading itself is kept: evidence is normalised by it
+    # The pool serves again and reads the low accept length afresh: in use at once, no relaxation.
+    seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) / 3.0, 1.0)]
+    learning = observe(learning, CALIBRATED, seen, t).learning
+    assert accept_in_use(learning) == pytest.approx(1 / 3)
 
 
 def test_shape_is_non_decreasing() -> None:

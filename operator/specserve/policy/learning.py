@@ -22,6 +22,8 @@ The model (docs/learning.md says why each choice):
   nothing), and a round whose reading is held teaches nothing about the speculative curve.
 - Drift (policy.drift): a CUSUM on the residuals at confident points; when it fires, that mode's evidence is
   forgotten (weights to zero) and learning starts again from the calibrated prior.
+- A confirmed accept length ages like the rest of the evidence: while no speculative pool is observed, the scale
+  the policy decides with relaxes towards the reference with HALF_LIFE_SECONDS (accept_in_use).
 - The policy decides with `effective`: the learned ratio only where confidence >= CONFIDENT, 1 elsewhere, and
   the ratio it uses moves at most SLEW_PER_HOUR (of the calibrated value) per hour: the bound on how far
   learned evidence alone can move a decision.
@@ -134,10 +136,27 @@ def confidence(point: Point) -> float:
 
 
 def accept_scale(learning: Learning) -> float:
+    """The confirmed accept length over the reference: what speculative evidence is normalised by."""
     if learning.accept_reference is None or learning.accept_recent is None or learning.accept_reference <= 0:
         return 1.0
     lo, hi = ACCEPT_SCALE_RANGE
     return max(lo, min(hi, learning.accept_recent / learning.accept_reference))
+
+
+def accept_in_use(learning: Learning) -> float:
+    """The accept scale the speculative curve is decided with: the confirmed one, relaxed towards the reference
+    (1) with HALF_LIFE_SECONDS since the speculative pools were last observed, as all evidence decays. A confirmed
+    accept length is renewed only while a speculative pool serves, and a low one sends the weights away from it:
+    held for ever, one sampled half-hour kept every request on the plain pool whatever came after (on the H200, a
+    greedy ramp right after a sampled one served all of it plain, NGRAM serving 2.7x at one in flight). Relaxed,
+    the curve comes back to where the policy sends the pool traffic again, reads the accept length afresh, and
+    keeps or drops it on that reading."""
+    scale = accept_scale(learning)
+    seen, now = learning.speculative.last_observed, learning.updated
+    if seen is None or now is None or now <= seen:
+        return scale
+    decay: float = 0.5 ** ((now - seen) / HALF_LIFE_SECONDS)
+    return 1.0 + (scale - 1.0) * decay
 
 
 def _kernel(grid: Sequence[float], x: float) -> list[tuple[int, float]]:
@@ -362,8 +381,8 @@ def _curve(base: Curve, grid: Sequence[float], ratios: Sequence[float], what: st
 
 def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
     """The curves the policy decides with: calibrated, scaled where learning is confident (slew-bounded), the
-    speculative curve also by the confirmed accept length's scale (at once)."""
-    scale = accept_scale(learning)
+    speculative curve also by the confirmed accept length's scale (at once; relaxed as it ages: accept_in_use)."""
+    scale = accept_in_use(learning)
     spec = [p.applied * scale for p in learning.speculative.points]
     base = [p.applied for p in learning.baseline.points]
     return ModeCurves(
@@ -385,7 +404,7 @@ def decision_curves(curves: ModeCurves, learning: Learning, strategy: Strategy) 
 def learned_points(curves: ModeCurves, learning: Learning, mode: Mode) -> list[tuple[float, float, float, float]]:
     """(concurrency, calibrated, learned, confidence) per grid point, the learned values non-decreasing."""
     learned = learning.of(mode)
-    scale = accept_scale(learning) if mode is Mode.SPECULATIVE else 1.0
+    scale = accept_in_use(learning) if mode is Mode.SPECULATIVE else 1.0
     cal = [rate(curves.curve(mode), x) for x in learning.grid]
     raw = [c * estimate(p) * scale for c, p in zip(cal, learned.points, strict=True)]
     fitted = _physical(cal, raw, [p.weight + PRIOR_WEIGHT for p in learned.points])

@@ -33,7 +33,7 @@ from specserve.policy.learning import (
     Learning,
     ModeLearning,
     Point,
-    accept_scale,
+    accept_in_use,
     coverage,
     decision_curves,
     effective,
@@ -148,14 +148,14 @@ def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: 
 
 def drift_condition(status: SpecServeStatus, learning: Learning, generation: int | None, now: float) -> SpecServeStatus:
     """CurveDrift: True from a drift until the drifted mode's curve is confident somewhere again; True too while
-    the confirmed accept length is more than ACCEPT_OUTLIER from the one the curves were measured at (the whole
+    the accept length in use (confirmed, relaxed as it ages) is more than ACCEPT_OUTLIER from the reference (the whole
     speculative curve is scaled with it: a prompt-mix change, not a residual the drift test sees). The message
     holds no live numbers, so that the condition is written on a transition only (the values are in
     status.learning)."""
     drift = learning.last_drift
     cond: tuple[ConditionStatus, str, str]
     relearning = drift is not None and coverage(learning, drift.mode) is None
-    if not relearning and abs(accept_scale(learning) - 1) > ACCEPT_OUTLIER:
+    if not relearning and abs(accept_in_use(learning) - 1) > ACCEPT_OUTLIER:
         cond = (
             ConditionStatus.TRUE,
             reasons.ACCEPT_LENGTH_MOVED,
