@@ -70,6 +70,10 @@ MAX_TOKENS = 128
 LENGTH_SPREAD = 0.5  # bench --length-spread of the sweep recorded beside the calibration
 TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
 POLICIES = ("specserve", "baseline", "speculative", "split")
+# What `specserve calibrate --write` sets and the loop carries between runs (--curves): the accept length the
+# speculative curve was measured at too, without which the operator took its reference from the first live reading
+# (the sixth session's warm-up, 1.4 against the ramp's 2.9: a speculative curve doubled).
+CALIBRATED = ("curves", "crossoverConcurrency", "initialMode", "calibratedAcceptLength")
 # What a user may tune, set for phases of tens of seconds (docs/real-engine.md, "The loop on real engines"): an
 # evaluation every 2 s, moves towards speculation after 2 s (not the default 60), the dominant pool may change
 # every 2 s, and a weight change costs nothing (HAProxy's weights change in place, no reload).
@@ -534,7 +538,7 @@ async def calibrate(hosts: dict[str, str], doc: dict[str, Any], out: Path) -> tu
     switching: dict[str, Any] = {}
     if proc.returncode == 0:
         written = yaml.safe_load(spec_file.read_text())["spec"]["switching"]
-        switching = {k: written[k] for k in ("curves", "crossoverConcurrency", "initialMode") if k in written}
+        switching = {k: written[k] for k in CALIBRATED if k in written}
     else:
         switching = {"curves": {role: bench_points(files[role]) for role in ("speculative", "baseline")}}
         record["calibrate"]["fallback"] = "curves straight from the bench results (calibrate failed here)"
@@ -809,9 +813,7 @@ async def main_async(args: argparse.Namespace) -> Result:  # noqa: PLR0915
         if args.restart:
             if curves is None and not res.switching.get("curves"):
                 raise RuntimeError("--restart alone needs --curves (they price the restart)")
-            doc["spec"]["switching"].update(
-                {k: res.switching[k] for k in ("curves", "crossoverConcurrency", "initialMode") if k in res.switching}
-            )
+            doc["spec"]["switching"].update({k: res.switching[k] for k in CALIBRATED if k in res.switching})
             res.pods = launcher.records
             await run_restart(demo, api, launcher, doc, model, args, deadline, res.restart, lambda: save(res, out))
             res.pods = launcher.records
@@ -858,8 +860,7 @@ async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res:
             await api.patch(SPECSERVE, NAMESPACE, NAME, {"spec": {"switching": obj["spec"]["switching"]}})
             res.switching = switching
     else:
-        res.switching = {k: v for k, v in doc["spec"]["switching"].items() if k in ("curves", "crossoverConcurrency",
-                                                                                  "initialMode")}  # fmt: skip
+        res.switching = {k: v for k, v in doc["spec"]["switching"].items() if k in CALIBRATED}
         res.calibration = {"from": str(args.curves)}
     res.switching["knobs"] = {k: v for k, v in doc["spec"]["switching"].items() if k not in ("curves", "metrics")}
     split = static_split(res.switching, stages) if res.switching.get("curves") else 50
@@ -869,7 +870,7 @@ async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res:
         "speculative": {f"{NAME}-spec": 100, f"{NAME}-base": 0},
         "split": {f"{NAME}-spec": split, f"{NAME}-base": 100 - split},
     }
-    need = sum(s.seconds for s in stages) + 25
+    need = sum(s.seconds for s in stages) + 8  # the tail: requests in flight at the end finish (1-2 s at 1 in flight)
     for policy in policies:
         reserve = args.restart_reserve if args.restart else 0.0
         if time.monotonic() + need + reserve > deadline:

@@ -37,6 +37,8 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
     assert result["calibration"]["calibrate"]["rc"] == 0
     assert result["calibration"]["bench-spread_baseline"]["curve"]
     assert result["switching"]["curves"]["speculative"] and result["switching"]["curves"]["baseline"]
+    # and the accept length the speculative curve was measured at (the operator's reference for its scale)
+    assert result["switching"]["calibratedAcceptLength"] > 1
     # the operator read the live pods through Direct and moved the weights: the pools share the GPU
     # (placement.gpuSharing Shared), so all of the weight went to one pool or the other, each in one step, past the
     # crossover (~24 in flight) and back; the static run stayed pinned

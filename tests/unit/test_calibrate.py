@@ -117,8 +117,10 @@ def test_speculation_winning_everywhere_has_no_crossover() -> None:
     assert cal.adaptive_config == {"1": [5]}
 
 
-def _bench(path: Path, points: Sequence[tuple[float, float]], label: str) -> str:
-    levels = [{"concurrency": c, "output_tokens_per_s": t, "requests": 10} for c, t in points]
+def _bench(path: Path, points: Sequence[tuple[float, float]], label: str, accept: Sequence[float | None] = ()) -> str:
+    levels: list[dict[str, object]] = [{"concurrency": c, "output_tokens_per_s": t, "requests": 10} for c, t in points]
+    for level, value in zip(levels, accept, strict=False):
+        level["accept_length"] = value
     path.write_text(json.dumps({"format": "specserve-bench/v1", "label": label, "levels": levels}))
     return str(path)
 
@@ -159,6 +161,30 @@ def test_calibrate_command_writes_the_spec_and_keeps_the_rest(
     assert sw.crossover_concurrency == 40 and sw.evaluation_interval_seconds == 30
     assert sw.curves is not None and [p.tokens_per_second for p in sw.curves.baseline] == [50, 400, 1000]
     assert obj.spec.speculative.adaptive_config == {"1": [4], "40": [0]}  # numSteps taken from the file
+
+
+def test_calibrate_writes_the_accept_length_the_speculative_curve_was_measured_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without it the operator took its reference from the first live reading: on the H200 the warm-up's 1.4
+    against the greedy ramp's 2.9 doubled the speculative curve (the scale's upper bound), and the weights stayed
+    on NGRAM through a sampled half where the plain pool served 1.8x (docs/real-engine.md, sixth session)."""
+    spec = _bench(tmp_path / "s.json", [(1, 100), (10, 500), (100, 800)], "speculative", accept=[4.0, 3.98, 3.81])
+    base = _bench(tmp_path / "b.json", [(1, 50), (10, 400), (100, 1000)], "baseline")
+    yaml_path = tmp_path / "specserve.yaml"
+    yaml_path.write_text(SPEC_YAML)
+    assert main(["calibrate", spec, base, "--write", str(yaml_path)]) == 0
+    assert "accept length the speculative curve was measured at: 3.98" in capsys.readouterr().out
+    obj = parse_object(spec_doc_from_text(yaml_path.read_text(), "x"))
+    assert obj.spec.switching.calibrated_accept_length == 3.98  # the median over the levels
+    # A sweep that read no accept length (a release without the gauge, a plain pool) leaves a hand-set one alone.
+    yaml_path.write_text(SPEC_YAML.replace("evaluationIntervalSeconds: 30", "calibratedAcceptLength: 2.5"))
+    bare = _bench(tmp_path / "s2.json", [(1, 100), (10, 500), (100, 800)], "speculative", accept=[None, 0.0])
+    assert main(["calibrate", bare, base, "--json"]) == 0
+    assert "calibratedAcceptLength" not in json.loads(capsys.readouterr().out)["spec"]["switching"]
+    assert main(["calibrate", bare, base, "--write", str(yaml_path)]) == 0
+    obj = parse_object(spec_doc_from_text(yaml_path.read_text(), "x"))
+    assert obj.spec.switching.calibrated_accept_length == 2.5
 
 
 def test_calibrate_command_on_seed_data_says_baseline_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

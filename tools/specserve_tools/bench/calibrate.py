@@ -122,6 +122,9 @@ class Calibration:
     confidence: str = "high"  # "high": the verdict rests on levels beyond the noise; "low": it does not
     crossover_range: tuple[float, float] | None = None  # where the crossover lies, given the noise
     levels: list[LevelCall] = field(default_factory=list)
+    # The speculative pods' accept length while the curves were measured (bench's, the median over its levels):
+    # the reference the operator scales the speculative curve from (spec.switching.calibratedAcceptLength).
+    accept_length: float | None = None
 
 
 def hysteresis_band(spec: Curve, base: Curve, crossover: float, tolerance: float = 0.05) -> float:
@@ -364,12 +367,15 @@ def curve_points(points: list[tuple[float, float]]) -> list[dict[str, float]]:
 def switching_fields(cal: Calibration) -> dict[str, object]:
     """The spec.switching fields calibrate sets (camelCase, as in YAML). crossoverConcurrency is None when there
     is no crossover: the caller removes the key."""
-    return {
+    fields: dict[str, object] = {
         "crossoverConcurrency": cal.crossover,
         "hysteresis": cal.hysteresis,
         "initialMode": cal.initial_mode,
         "curves": {"speculative": curve_points(cal.speculative), "baseline": curve_points(cal.baseline)},
     }
+    if cal.accept_length is not None:  # a sweep without the gauge leaves a hand-set value alone
+        fields["calibratedAcceptLength"] = round(cal.accept_length, 3)
+    return fields
 
 
 # ------------------------------------------------------------------ write-back of the operator's learned curves

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -89,6 +90,14 @@ def measured_runs(runs: Sequence[BenchResult], default_noise: float) -> Measured
             assert ci is not None  # three or more values
             levels.append((concurrency, ci[0], (ci[2] - ci[1]) / 2))
     return Measured.from_levels(levels, default_noise)
+
+
+def accept_length_of(runs: Sequence[BenchResult]) -> float | None:
+    """The speculative pods' accept length over the sweeps (the median of the levels that read it; the gauge
+    counts the token the target always adds, so a value below 1 is no reading); None where no level read it."""
+    values = [lv.accept_length for run in runs for lv in run.levels
+              if lv.requests > 0 and lv.accept_length is not None and 1 <= lv.accept_length <= 64]  # fmt: skip
+    return statistics.median(values) if values else None
 
 
 def write_json(result: BenchResult, path: Path) -> None:

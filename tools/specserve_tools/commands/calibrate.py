@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,14 @@ from specserve_tools.bench.calibrate import (
     learned_write_back,
     switching_fields,
 )
-from specserve_tools.bench.results import BenchFileError, BenchResult, load_result, measured_runs, mode_of
+from specserve_tools.bench.results import (
+    BenchFileError,
+    BenchResult,
+    accept_length_of,
+    load_result,
+    measured_runs,
+    mode_of,
+)
 from specserve_tools.bench.specyaml import (
     SpecFileError,
     read_spec_doc,
@@ -136,6 +144,8 @@ def _print_text(cal: Calibration) -> None:
     else:
         print(f"hysteresis: {cal.hysteresis:g} (the default; there is no crossover to put a band around)")
     print(f"initial mode: {cal.initial_mode}")
+    if cal.accept_length is not None:
+        print(f"accept length the speculative curve was measured at: {cal.accept_length:.3g}")
     print("levels (concurrency: speculative / baseline tok/s, fitted; speculation's margin +- the noise: winner):")
     for c in cal.levels:
         margin = f"{c.margin * 100:+.1f}% +- {c.noise / c.baseline * 100:.1f}%" if c.baseline > 0 else "-"
@@ -226,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
             args.tolerance,
             current_crossover=_current_crossover(spec_doc),
         )
+        cal = replace(cal, accept_length=accept_length_of(spec_runs))
     except (BenchFileError, SpecFileError, CurveError, ValueError) as exc:
         return _fail(str(exc))
     paths = [args.speculative, *args.more_speculative, args.baseline, *args.more_baseline]
