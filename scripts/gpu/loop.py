@@ -71,8 +71,8 @@ LENGTH_SPREAD = 0.5  # bench --length-spread of the sweep recorded beside the ca
 TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
 POLICIES = ("specserve", "baseline", "speculative", "split")
 # What `specserve calibrate --write` sets and the loop carries between runs (--curves): the accept length the
-# speculative curve was measured at too, without which the operator took its reference from the first live reading
-# (the sixth session's warm-up, 1.4 against the ramp's 2.9: a speculative curve doubled).
+# speculative curve was measured at too, without which the operator takes its reference from live readings (the
+# sixth session's sampled half left it at 1.53 against the bench's 3.98).
 CALIBRATED = ("curves", "crossoverConcurrency", "initialMode", "calibratedAcceptLength")
 # What a user may tune, set for phases of tens of seconds (docs/real-engine.md, "The loop on real engines"): an
 # evaluation every 2 s, moves towards speculation after 2 s (not the default 60), the dominant pool may change

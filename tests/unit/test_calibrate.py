@@ -166,9 +166,9 @@ def test_calibrate_command_writes_the_spec_and_keeps_the_rest(
 def test_calibrate_writes_the_accept_length_the_speculative_curve_was_measured_at(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Without it the operator took its reference from the first live reading: on the H200 the warm-up's 1.4
-    against the greedy ramp's 2.9 doubled the speculative curve (the scale's upper bound), and the weights stayed
-    on NGRAM through a sampled half where the plain pool served 1.8x (docs/real-engine.md, sixth session)."""
+    """Without it the operator took a live reading as its reference, whatever traffic it came from, and reset
+    it to the reading of the moment on a drift: on the H200 a sampled half left it at 1.53 against the bench's
+    3.98 (docs/real-engine.md, sixth session)."""
     spec = _bench(tmp_path / "s.json", [(1, 100), (10, 500), (100, 800)], "speculative", accept=[4.0, 3.98, 3.81])
     base = _bench(tmp_path / "b.json", [(1, 50), (10, 400), (100, 1000)], "baseline")
     yaml_path = tmp_path / "specserve.yaml"
