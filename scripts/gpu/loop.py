@@ -586,6 +586,22 @@ async def read_status(api: DemoApi) -> dict[str, Any]:
     return status
 
 
+def learning_row(status: dict[str, Any]) -> dict[str, Any]:
+    """What the policy decided with, every 2 s: the sixth session could not tell why the weights stayed on NGRAM
+    for most of a sampled half, because only the decisions were kept (status.learning is written every few
+    evaluations; its accept length and crossover are the decision's inputs)."""
+    learning = status.get("learning") or {}
+    drift: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "CurveDrift"), {})
+    return {
+        "acceptLength": learning.get("acceptLength"),
+        "acceptLengthReference": learning.get("acceptLengthReference"),
+        "crossover": learning.get("crossover"),
+        "lastUpdate": learning.get("lastUpdate"),
+        "curveDrift": f"{drift.get('status')}/{drift.get('reason')}" if drift else None,
+        "lastEvaluation": (status.get("switching") or {}).get("lastEvaluation"),
+    }
+
+
 async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] | None, stages: list[Stage],
                      model: str) -> dict[str, Any]:  # fmt: skip
     assert demo.gateway is not None
@@ -607,6 +623,7 @@ async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] 
                 status = await read_status(api)
                 row["mode"] = status.get("activeMode")
                 row["load"] = status.get("load")
+                row["learning"] = learning_row(status)
         timeline.append(row)
 
     log(f"policy {policy}: pin {pin}")

@@ -46,6 +46,9 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
     weights = {row["weights"].get("speculative") for row in loop["timeline"] if row["weights"]}
     assert weights == {0, 100}, weights
     assert any(row.get("load") for row in loop["timeline"])
+    # and what the policy decided with, every 2 s (the accept length and its reference, the drift condition)
+    rows = [row["learning"] for row in loop["timeline"] if row.get("learning")]
+    assert any(r["lastEvaluation"] and r["curveDrift"] for r in rows), rows[-3:]
     static = result["policies"]["baseline"]
     assert {row["weights"].get("speculative") for row in static["timeline"]} == {0}
     assert static["phases"]["all"]["served_by"] == {"baseline": static["phases"]["all"]["requests"]}
