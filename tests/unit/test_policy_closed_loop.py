@@ -457,17 +457,28 @@ def test_arrivals_read_off_a_small_weight_move_the_estimate_only_by_that_weight(
     assert full.state.arrivals == pytest.approx(215.0 / 0.65)
 
 
-def test_an_overload_is_one_regime_until_no_pool_queues() -> None:
-    """Seed 7 case 114: while the queue grew, the open-loop forecast wanted about 35/65; whenever the demand paused
-    for a reading the closed loop's flow wanted 95/5, and the weights swung between them. Once an overload is
-    under way its forecast decides until no pool queues."""
+def test_an_estimate_read_off_a_small_weight_is_held_while_a_pool_queues() -> None:
+    """The estimate outlives an evaluation on which the queue pauses (the closed loop's flow decides that one: an
+    overload held as one regime until no pool queued cost suite seed 7's closed-loop cases 21 and 66 8.0 and 15.6
+    % of the tokens), so the next reading off a small weight moves it on, not what both pools complete."""
     k = knobs(tpot_slo=0.13)
-    first = decide(k, OVERLOADED, growing(35), overloaded())
-    assert "a pool queues" in first.reason
-    # the demand pauses for a reading (no longer rising): still the overload's forecast
-    paused = decide(k, OVERLOADED, replace(first.state, last_switch=-10_000.0), overloaded(15.0))
-    assert "a pool queues" in paused.reason and paused.state.arrivals is not None
-    # the queue has drained: the closed loop's flow again, and no arrivals held
-    calm = replace(overloaded(30.0), speculative=replace(QUEUED_SPEC, queued=0.0))
-    after = decide(k, OVERLOADED, paused.state, calm)
-    assert "a pool queues" not in after.reason and after.state.arrivals is None
+    first = decide(k, OVERLOADED, growing(94), overloaded())
+    held = first.state.arrivals
+    assert held is not None and "a pool queues" in first.reason
+    # the demand pauses for a reading: the closed loop's flow decides, and the estimate moves on from the held one
+    paused = decide(k, OVERLOADED, replace(first.state, weights=Weights(speculative=94, baseline=6)), overloaded(15.0))
+    read = 215.0 / 0.06
+    assert "a pool queues" not in paused.reason
+    assert paused.state.arrivals == pytest.approx(held + 6 / MIN_SHARE * (read - held))
+    # growing again: the open-loop forecast, from the estimate held through the pause
+    again = replace(paused.state, weights=Weights(speculative=94, baseline=6), last_switch=-10_000.0)
+    again = replace(again, recent_demand=RISING)
+    more = replace(overloaded(30.0), demand=275.0, speculative=replace(QUEUED_SPEC, queued=230.0))
+    resumed = decide(k, OVERLOADED, again, more)
+    kept = paused.state.arrivals
+    assert kept is not None
+    expected = kept + 6 / MIN_SHARE * (read - kept)
+    assert f"a pool queues: arrivals {expected:.0f} tok/s" in resumed.reason
+    # the queue has drained: no estimate held
+    calm = replace(overloaded(45.0), speculative=replace(QUEUED_SPEC, queued=0.0))
+    assert decide(k, OVERLOADED, resumed.state, calm).state.arrivals is None

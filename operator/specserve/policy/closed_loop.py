@@ -238,6 +238,23 @@ MIN_SHARE = 50  # the least weight (points) a pool that keeps up needs for its t
 
 
 def arrival_rate(
+    curves: ModeCurves, sample: Sample, spec_weight: int, n_spec: int, n_base: int, readings: tuple[float, ...]
+) -> float | None:
+    """The rate work arrives at (tokens/s) while a pool queues and the queue grows or drains; None: the closed
+    loop's flow, an arrival for every completion, describes the pools (no pool queues, or the queue holds still),
+    or nothing to tell it from (open_loop_arrivals without an estimate held)."""
+    return open_loop_arrivals(estimate_arrivals(curves, sample, spec_weight, n_spec, n_base, readings), readings)
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """What estimate_arrivals read while a pool queues (tokens/s)."""
+
+    rate: float  # the arrivals
+    completed: float  # what both pools complete
+
+
+def estimate_arrivals(
     curves: ModeCurves,
     sample: Sample,
     spec_weight: int,
@@ -245,26 +262,19 @@ def arrival_rate(
     n_base: int,
     readings: tuple[float, ...],
     held: float | None = None,
-) -> float | None:
-    """The rate work arrives at (tokens/s) while a pool queues; None: neither queues (the closed loop's flow, an
-    arrival for every completion, describes the pools) or nothing to tell it from. A pool that keeps up completes
-    what its weight sends it: its tokens/s over its weight is the whole arrival rate (the route splits arrivals,
-    not tokens, but both pools serve one distribution of lengths). While both queue, that ratio's largest is the
-    least the arrivals can be.
+) -> Arrivals | None:
+    """The rate work arrives at (tokens/s) while a pool queues; None: no pool queues. A pool that keeps up
+    completes what its weight sends it: its tokens/s over its weight is the whole arrival rate (the route splits
+    arrivals, not tokens, but both pools serve one distribution of lengths). While both queue, that ratio's
+    largest is the least the arrivals can be.
 
-    `held`: the arrivals of the overload under way (the last evaluation's reading). An overload is one regime
-    until no pool queues: it is not handed back to the closed loop's forecast whenever the queue pauses for an
-    evaluation (suite seed 7 case 114: the two forecasts wanted 35/65 and 95/5 and the weights swung between
-    them, no goodput all day). A new overload starts only while the queue grows or drains: arrivals more than
-    GROWING off what both pools complete and the demand `readings` moving that way (a closed loop's queue holds
-    still between client changes: the closed loop's flow describes it).
-
-    A pool's tokens/s is a rate over a window that lags its weight: read over a small weight its lag is
-    magnified (seed 7 case 114: 260 tok/s over 6 % read 4334 tok/s of arrivals, about 1300 arrived), and the
-    weights wandered with it. So a reading counts in full off a pool that keeps up and carries at least MIN_SHARE
-    of the arrivals; off a smaller weight it moves the held arrivals (at an overload's start: what both pools
-    complete, the least they can be while the queue grows) only by its weight over MIN_SHARE of the way, and the
-    result stays above what both pools complete while the queue grows, below it while it drains."""
+    A pool's tokens/s is a rate over a window that lags its weight: read over a small weight the lag is
+    magnified (suite seed 7 case 114: 260 tok/s over 6 % read 4334 tok/s of arrivals where about 1300 arrived),
+    and the weights wandered with it. So a reading counts in full off a pool that keeps up with at least
+    MIN_SHARE of the weight; off a smaller weight it moves `held` (the last estimate while a pool queued; without
+    one, what both pools complete: the least the arrivals can be while a queue grows) only its weight over
+    MIN_SHARE of the way, and the estimate stays above what both pools complete while the demand `readings`
+    rise, below it while they fall."""
     pools = ((sample.speculative, curves.speculative, n_spec, spec_weight),
              (sample.baseline, curves.baseline, n_base, 100 - spec_weight))  # fmt: skip
     if not any(queues(signal) for signal, *_ in pools):
@@ -275,26 +285,37 @@ def arrival_rate(
         load = in_flight(signal)
         if signal is None or load is None or n <= 0:
             continue
-        read = signal.tokens_per_second
-        tps = read if read is not None and math.isfinite(read) and read >= 0 else n * rate(curve, load / n)
-        completed += tps
+        completed += completes(signal, curve, n, load)
         if weight > 0:
-            rates.append((queues(signal), weight, tps * 100 / weight))
+            rates.append((queues(signal), weight, completes(signal, curve, n, load) * 100 / weight))
     keeping_up = [(weight, r) for queued, weight, r in rates if not queued]
-    if keeping_up:
-        weight, read = max(keeping_up)
-        prior = held if held is not None else completed
-        arrivals = read if weight >= MIN_SHARE else prior + weight / MIN_SHARE * (read - prior)
-        way = direction(readings)
-        arrivals = max(arrivals, completed) if way > 0 else min(arrivals, completed) if way < 0 else arrivals
-    else:
-        arrivals = max((r for _, _, r in rates), default=0.0)
-    if held is not None:
-        return arrivals  # the overload under way (one forecast until no pool queues)
-    # a closed loop's clients send a request per completion, so its queue holds still between client changes: the
-    # queue is part of the demand the closed loop's flow follows (suite seed 7 cases 21 and 66, bursts and
-    # weekends: read as arrivals, +24.6 -> +14.4 % and +10.2 -> -6.9 % of the tokens against the best fixed
-    # split). An open loop's queue grows while arrivals exceed completions and drains while they fall short.
+    if not keeping_up:
+        return Arrivals(max((r for _, _, r in rates), default=0.0), completed)
+    weight, read = max(keeping_up)
+    prior = held if held is not None else completed
+    arrivals = read if weight >= MIN_SHARE else prior + weight / MIN_SHARE * (read - prior)
+    way = direction(readings)
+    arrivals = max(arrivals, completed) if way > 0 else min(arrivals, completed) if way < 0 else arrivals
+    return Arrivals(arrivals, completed)
+
+
+def completes(signal: PoolSignal, curve: Curve, n: int, load: float) -> float:
+    """A pool's tokens/s: as read, or from its curve at its load where the reading is missing or implausible."""
+    read = signal.tokens_per_second
+    return read if read is not None and math.isfinite(read) and read >= 0 else n * rate(curve, load / n)
+
+
+def open_loop_arrivals(estimate: Arrivals | None, readings: tuple[float, ...]) -> float | None:
+    """`estimate` where the queue grows or drains: arrivals more than GROWING off what both pools complete, and
+    each of the last TREND_READINGS demand readings moving that way; None: the closed loop's flow decides. A
+    closed loop's clients send a request per completion, so its queue holds still between client changes: the
+    queue is part of the demand the closed loop's flow follows (suite seed 7 cases 21 and 66, bursts and
+    weekends: read as arrivals, +24.6 -> +14.4 % and +10.2 -> -6.9 % of the tokens against the best fixed split;
+    kept as one regime until no pool queued, -8.0 and -15.6 % of the tokens against this rule, docs/simulate.md).
+    An open loop's queue grows while arrivals exceed completions and drains while they fall short."""
+    if estimate is None:
+        return None
+    arrivals, completed = estimate.rate, estimate.completed
     way = 1 if arrivals > completed * (1 + GROWING) else -1 if arrivals < completed * (1 - GROWING) else 0
     return arrivals if way != 0 and moving(readings, way) else None
 
@@ -461,8 +482,9 @@ def closed_loop(knobs: Knobs, curves: ModeCurves, state: PolicyState, sample: Sa
     w = current_weights(state)
     readings = remember(state.recent_demand, c_s + c_b)
     loads = f"{where}: the pools hold {c_s:.1f}/{c_b:.1f} in flight"
-    flow = arrival_rate(curves, sample, w.speculative, n_s, n_b, readings, state.arrivals)
-    state = replace(state, arrivals=flow)
+    estimate = estimate_arrivals(curves, sample, w.speculative, n_s, n_b, readings, state.arrivals)
+    state = replace(state, arrivals=estimate.rate if estimate is not None else None)
+    flow = open_loop_arrivals(estimate, readings)
     if flow is not None:
         loads += f" (a pool queues: arrivals {flow:.0f} tok/s)"
         settling = now - state.last_switch if state.last_switch is not None else math.inf

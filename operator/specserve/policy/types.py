@@ -138,8 +138,8 @@ class PolicyState:
     regimes: Regimes = field(default_factory=Regimes)
     # TrafficSplit: the last requests in flight read (policy.closed_loop's noise); in memory only, not in status
     recent_demand: tuple[float, ...] = ()
-    # TrafficSplit: the open-loop arrivals (tokens/s) while a pool queues; None: no overload under way
-    # (policy.closed_loop.overload_arrivals); in memory only, not in status
+    # TrafficSplit: the arrivals (tokens/s) estimated while a pool queues; None: no pool queues
+    # (policy.closed_loop.estimate_arrivals); in memory only, not in status
     arrivals: float | None = None
 
 
