@@ -35,7 +35,8 @@ below a fixed split). There the forecast follows both pools' loads under the arr
 work arrives at, whatever piles up on the other. Only while the queue grows or drains: arrivals more than
 GROWING off what both pools complete, and the demand moving that way over the last TREND_READINGS readings. A closed
 loop queues too (more clients than slots), but its queue holds still between client changes and is demand the
-closed loop's flow follows (seed 7 cases 21 and 66: bursts and weekends).
+closed loop's flow follows (seed 7 cases 21 and 66: bursts and weekends). The estimate (`estimate_arrivals`) is
+held while a pool queues, and a reading off a small weight moves it only part of the way.
 """
 
 from __future__ import annotations
