@@ -138,6 +138,9 @@ class PolicyState:
     regimes: Regimes = field(default_factory=Regimes)
     # TrafficSplit: the last requests in flight read (policy.closed_loop's noise); in memory only, not in status
     recent_demand: tuple[float, ...] = ()
+    # TrafficSplit: the arrivals (tokens/s) estimated while a pool queues; None: no pool queues
+    # (policy.closed_loop.estimate_arrivals); in memory only, not in status
+    arrivals: float | None = None
 
 
 @dataclass(frozen=True)
