@@ -257,6 +257,7 @@ class Ahead:
     error: float | None  # the forecast's recent relative error after this reading (goes into the state)
     threshold: float  # restart once the regret reaches this
     why: str  # for the reason
+    predicted: bool = False  # the day/week history forecast the demand (False: the demand's own regimes may decide)
 
 
 def ahead(
@@ -290,7 +291,7 @@ def ahead(
         f"(within {consistency(lam):.2f}x of the optimum when right, {robustness(lam):.2f}x whatever): "
         f"threshold {wanted:.0f}{held_to}"
     )
-    return Ahead(error, bar, why)
+    return Ahead(error, bar, why, predicted=True)
 
 
 def roll_seconds(knobs: Knobs) -> float:
@@ -338,7 +339,7 @@ def decide_restart(
     dt = elapsed(state, now, knobs.evaluation_interval)
     spec_gain = f_cur - f_oth if current is Mode.SPECULATIVE else f_oth - f_cur
     regimes = observe(state.regimes, spec_gain, now, dt, FLIP_SHARE * cost)
-    if forecast(history, demand) is None:
+    if not fore.predicted:
         own = regime_ahead(knobs, current, regimes, now, cost)
         if own is not None:
             fore = replace(own, error=fore.error)
