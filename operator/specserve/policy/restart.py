@@ -54,7 +54,7 @@ optimum plus the overshoots the reactive rule has too; 1 + EARLY = 1.25x when th
 The reactive rule's 2x is given up while the regimes decide: their threshold is not clipped to the ledger's bank
 (policy.forecast), since clipped it gave back all the gain on the suite (a 6 h day rarely banks the slack: judged
 medians on seeds 7 / 101 / 202 -8.2 / 2.3 / -34.4 %, the reactive rule's, against 46.9 / 57.0 / 19.6 %). A worst
-case built against the rule reaches 4.55x in one episode and 2.48x over its run
+case built against the rule reaches 4.55x in one episode and 2.43x over its run
 (tests/unit/test_simulate_episodes.py); the day/week forecast keeps its ledger and 2x over a run. Measured on the
 suite (seed 7, development): the reactive rule restarted late on long regimes (a diurnal's half period: the regret
 covers the cost long after the crossing; judged median -1.2 % of the plan's gain) and rolled into short ones
