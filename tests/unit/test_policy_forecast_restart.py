@@ -13,7 +13,7 @@ import pytest
 
 from specserve.api.models import Mode, Rule, Strategy
 from specserve.policy.forecast import LAMBDA_MIN, History, Ledger, Regimes, consistency, robustness, trust
-from specserve.policy.restart import switch_cost
+from specserve.policy.restart import ahead, switch_cost
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Action, Knobs, PolicyState, Verdict
 from tests.unit.policy_helpers import ILLUSTRATIVE, SEED, knobs, profile_curves, sample
@@ -199,3 +199,21 @@ def test_a_restart_names_its_rule() -> None:
     assert restart.rule in (Rule.SKI_RENTAL, Rule.DOMINANT)
     assert restart.rule is (Rule.DOMINANT if "at every measured concurrency" in restart.reason else Rule.SKI_RENTAL)
     assert all(v.rule is Rule.HOLD for v in verdicts if v.action is Action.HOLD)
+
+
+def test_ahead_says_whether_the_history_forecast_the_demand() -> None:
+    """decide_restart lets the demand's own regimes decide exactly when the day/week history forecast nothing:
+    `Ahead.predicted` carries that (no second forecast() call), for a missing history, one without both values of
+    a day or week, and one that forecasts."""
+    state = start(0.0)
+    for history, predicted in (
+        (None, False),
+        (History(), False),
+        (History(now_week=QUIET, horizon=HORIZON), False),
+        (History(now_day=math.nan, ahead_day=1.0), False),
+        (STAYS, True),
+        (ENDS, True),
+    ):
+        fore = ahead(K, CURVES, state, (QUIET, 0.0, 0.0), COST, history)
+        assert fore.predicted is predicted
+        assert (fore.why.startswith("forecast (")) is predicted

@@ -277,7 +277,7 @@ def test_a_regime_flips_once_the_rivals_summed_advantage_reaches_the_flip_dated_
         r = observe(r, 20.0, t, 15.0, 1000.0)
     assert r.better is True and r.since == 30.0  # dated from when the sum left zero
     assert r.lengths == ()  # the regime before began before the first reading: its length is unknown
-    assert remainder(r, 90.0) == 60.0  # no past speculative regime: its age (Lindy)
+    assert remainder(r, 90.0) == math.inf  # no past speculative regime: nothing says it is short
     for t in (105.0, 120.0, 135.0, 150.0, 165.0, 180.0, 195.0):
         r = observe(r, -20.0, t, 15.0, 1000.0)
     assert r.better is False and r.lengths == ((True, 60.0),)
@@ -287,13 +287,13 @@ def test_remainder_is_the_mean_of_the_past_regimes_that_outlasted_this_ones_age(
     r = Regimes(better=True, since=1000.0, lengths=((True, 600.0), (False, 9000.0), (True, 1200.0), (True, 100.0)))
     assert remainder(r, 1300.0) == pytest.approx(((600 - 300) + (1200 - 300)) / 2)
     assert remainder(r, 1900.0) == pytest.approx(1200 - 900)
-    assert remainder(r, 3000.0) == pytest.approx(2000.0)  # outlasted them all: its age
+    assert remainder(r, 3000.0) == math.inf  # outlasted them all: nothing says it is short
 
 
 def test_a_regime_expected_to_outlast_the_roll_is_bought_early() -> None:
-    """Speculation served a long stretch, then the load rose past the crossover and stayed: once the baseline's
-    regime is as old as the 60 s roll (Lindy: as long again to come) the restart is bought at EARLY x the cost,
-    long before the regret covers it (the reactive rule, 2x; here the rule is within 1 + 1/EARLY = 5x)."""
+    """Speculation served a long stretch, then the load rose past the crossover and stayed: the baseline's regime,
+    which no past one says is short, is bought at EARLY x the cost, long before the regret covers it (the
+    reactive rule, 2x; here the rule is within 1 + 1/EARLY = 5x)."""
     k = knobs(Strategy.RESTART)
     gain = CURVES.rate(Mode.BASELINE, 100) - CURVES.rate(Mode.SPECULATIVE, 100)
     cost = 60.0 * CURVES.rate(Mode.SPECULATIVE, 100)
@@ -302,8 +302,28 @@ def test_a_regime_expected_to_outlast_the_roll_is_bought_early() -> None:
     restarts = [i - 8 for i, v in enumerate(verdicts) if v.action is Action.RESTART]
     assert len(restarts) == 1 and restarts[0] < reactive / 2
     reason = verdicts[8 + restarts[0]].reason
-    assert "which outlasts the 60 s roll" in reason and f"({EARLY:.2f}x the cost" in reason
+    assert "taken to outlast the 60 s roll" in reason and f"({EARLY:.2f}x the cost" in reason
     assert state.mode is Mode.BASELINE
+
+
+def test_a_young_regime_that_no_past_one_says_is_short_is_bought_early_not_once_it_is_as_old_as_the_roll() -> None:
+    """Speculation served a long stretch, then the load rose past the crossover and stayed. Five pods roll for
+    600 s; no past baseline regime ended, so nothing says this one is short: the restart is bought at EARLY x the
+    cost as soon as the regret reaches it. (With Lindy's rule, a regime's expected remainder was its age, so it
+    waited for WAIT x the cost until the regime was as old as the roll: 40 readings, on the suite's diurnal days
+    15-80 minutes after the crossing, where the naive threshold acts at it.)"""
+    k = knobs(Strategy.RESTART, speculative_replicas=5, startup_seconds=120.0)
+    n = k.speculative_replicas
+    gain = pool_rate(CURVES, Mode.BASELINE, 500.0, n) - pool_rate(CURVES, Mode.SPECULATIVE, 500.0, n)
+    cost = switch_cost(CURVES, Mode.SPECULATIVE, 500.0, n, k.startup_seconds, 0)
+    early = math.ceil(EARLY * cost / (gain * 15.0))  # readings until the regret reaches EARLY x the cost
+    assert early < 600.0 / 15.0  # premise: long before the regime is as old as the roll
+    state, verdicts = run(k, CURVES, spec_state(), [50.0] * 8 + [500.0] * 60)
+    restarts = [i - 8 for i, v in enumerate(verdicts) if v.action is Action.RESTART]
+    assert len(restarts) == 1 and restarts[0] <= early + 1  # + the reading the regime's flip takes
+    reason = verdicts[8 + restarts[0]].reason
+    assert "no past regime of it ended sooner, so it is taken to outlast the 600 s roll" in reason
+    assert f"({EARLY:.2f}x the cost" in reason and state.mode is Mode.BASELINE
 
 
 def test_a_regime_expected_to_end_before_the_roll_does_waits_for_twice_the_cost() -> None:

@@ -254,11 +254,13 @@ def observe(regimes: Regimes, spec_gain: float, now: float, dt: float, flip: flo
 
 def remainder(regimes: Regimes, now: float) -> float | None:
     """How much longer the current regime is expected to last: the mean remainder of the past regimes of the same
-    mode that outlasted its age; without one (none ended yet, or it outlasted them all), its age (a regime that
-    lasted t is expected to last about t more: Lindy's rule). None (unknown, not short) for a regime that began
-    before the first reading (a new deployment, an operator restart: the memory is not in status)."""
+    mode that outlasted its age; without one (none ended yet, or it outlasted them all) nothing says it is short:
+    infinity. (Lindy's rule, its age, was the fallback before: a young regime then always looked shorter than the
+    roll and waited for WAIT x the cost, 15-80 minutes after the crossing on the suite's diurnal days.) None
+    (unknown) for a regime that began before the first reading (a new deployment, an operator restart: the memory
+    is not in status)."""
     if regimes.better is None or regimes.since is None:
         return None
     age = max(0.0, now - regimes.since)
     longer = [d - age for mode, d in regimes.lengths if mode == regimes.better and d > age]
-    return sum(longer) / len(longer) if longer else age
+    return sum(longer) / len(longer) if longer else math.inf
