@@ -10,7 +10,16 @@ import pytest
 
 from specserve.api.models import WEIGHT_CHANGE_COST, Mode, Strategy, Weights
 from specserve.api.validation import parse_object
-from specserve.policy.closed_loop import MIN_SHARE, arrival_rate, candidates, forecasts, jitter, open_step, tolerance
+from specserve.policy.closed_loop import (
+    MIN_SHARE,
+    candidates,
+    estimate_arrivals,
+    forecasts,
+    jitter,
+    open_loop_arrivals,
+    open_step,
+    tolerance,
+)
 from specserve.policy.curves import ModeCurves, model_from_crossover
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.learning import Measurement, effective, observe
@@ -26,6 +35,13 @@ from tests.unit.policy_helpers import ILLUSTRATIVE, changes, knobs, linear_curve
 # 20: at demand 30 the best split is 10/20 in flight (200 tok/s), held by weights 50/50
 KNEES = linear_curves([(1, 10), (10, 100)], [(1, 5), (20, 100), (40, 100)])
 LENGTH = 100.0  # output tokens per request in the plant below
+
+
+def arrival_rate(
+    curves: ModeCurves, sample: Sample, spec_weight: int, n_spec: int, n_base: int, readings: tuple[float, ...]
+) -> float | None:
+    """The arrivals the closed loop acts on from a first reading (no estimate held yet)."""
+    return open_loop_arrivals(estimate_arrivals(curves, sample, spec_weight, n_spec, n_base, readings), readings)
 
 
 def start(spec_weight: int, since: float = -10_000.0) -> PolicyState:

@@ -28,15 +28,15 @@ Until there are three readings (they live in memory: after an operator restart) 
 
 A pool that queues (`queues`: requests wait for a slot) breaks the closed loop's premise. The clients' count no
 longer holds the demand: open-loop arrivals above what the pools complete pile up, and a forecast whose arrivals
-replace completions sends the pool that keeps up more than it can serve (seed 7 case 27 of the randomized suite:
-the speculative pool's queue grew to 7000 while the baseline pool sat above its TPOT goal, 23 % of the tokens
-below a fixed split). There the forecast follows both pools' loads under the arrivals the pools show
-(`arrival_rate`): a pool that keeps up completes what its weight sends it, so its tokens/s over its weight is the rate
-work arrives at, whatever piles up on the other. Only while the queue grows or drains: arrivals more than
+replace completions sends the pool that keeps up more than it can serve (seed 7 case 27 of the randomized suite: the
+speculative pool's queue grew to 7000 while the baseline pool sat above its TPOT goal, 23 % of the tokens below a
+fixed split). There the forecast follows both pools' loads under the arrivals the pools show (`estimate_arrivals`,
+`open_loop_arrivals`): a pool that keeps up completes what its weight sends it, so its tokens/s over its weight is
+the rate work arrives at, whatever piles up on the other. Only while the queue grows or drains: arrivals more than
 GROWING off what both pools complete, and the demand moving that way over the last TREND_READINGS readings. A closed
-loop queues too (more clients than slots), but its queue holds still between client changes and is demand the
-closed loop's flow follows (seed 7 cases 21 and 66: bursts and weekends). The estimate (`estimate_arrivals`) is
-held while a pool queues, and a reading off a small weight moves it only part of the way.
+loop queues too (more clients than slots), but its queue holds still between client changes and is demand the closed
+loop's flow follows (seed 7 cases 21 and 66: bursts and weekends). The estimate (`estimate_arrivals`) is held while
+a pool queues, and a reading off a small weight moves it only part of the way.
 """
 
 from __future__ import annotations
@@ -238,15 +238,6 @@ def queues(signal: PoolSignal | None) -> bool:
 MIN_SHARE = 50  # the least weight (points) a pool that keeps up needs for its tokens/s over it to read the arrivals
 
 
-def arrival_rate(
-    curves: ModeCurves, sample: Sample, spec_weight: int, n_spec: int, n_base: int, readings: tuple[float, ...]
-) -> float | None:
-    """The rate work arrives at (tokens/s) while a pool queues and the queue grows or drains; None: the closed
-    loop's flow, an arrival for every completion, describes the pools (no pool queues, or the queue holds still),
-    or nothing to tell it from (open_loop_arrivals without an estimate held)."""
-    return open_loop_arrivals(estimate_arrivals(curves, sample, spec_weight, n_spec, n_base, readings), readings)
-
-
 @dataclass(frozen=True)
 class Arrivals:
     """What estimate_arrivals read while a pool queues (tokens/s)."""
@@ -286,9 +277,10 @@ def estimate_arrivals(
         load = in_flight(signal)
         if signal is None or load is None or n <= 0:
             continue
-        completed += completes(signal, curve, n, load)
+        tps = completes(signal, curve, n, load)
+        completed += tps
         if weight > 0:
-            rates.append((queues(signal), weight, completes(signal, curve, n, load) * 100 / weight))
+            rates.append((queues(signal), weight, tps * 100 / weight))
     keeping_up = [(weight, r) for queued, weight, r in rates if not queued]
     if not keeping_up:
         return Arrivals(max((r for _, _, r in rates), default=0.0), completed)

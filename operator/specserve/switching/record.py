@@ -136,8 +136,8 @@ def load_moved(old: LoadSnapshot | None, new: LoadSnapshot) -> bool:
 def load_due(old: LoadSnapshot | None, new: LoadSnapshot, named: bool) -> bool:
     """Whether a load-only change reaches status: a turn to known at once; a turn to unknown once it is `named`
     (written with MetricsAvailable=False, one write; an outage shorter than FAILURE_THRESHOLD evaluations writes
-    nothing, and the snapshot keeps its time, so it reads as old, not as
-    current); a material move once the snapshot is LOAD_REFRESH_SECONDS old (an unreadable time counts as old)."""
+    nothing, and the snapshot keeps its time, so it reads as old, not as current); a material move once the
+    snapshot is LOAD_REFRESH_SECONDS old (an unreadable time counts as old)."""
     if not load_moved(old, new):
         return False
     if old is None:
