@@ -37,8 +37,8 @@ step "Python environment (.venv)"
 step "Kubernetes control plane for tests/cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok): started"
 # Built from their published Go modules once (12 min beside the tests in a cold CI run, up to 40 min on busy
 # cores), then cached by version under ~/.cache/specserve-kube; KUBEBUILDER_ASSETS with etcd and kube-apiserver
-# skips building those. Cold, the build runs beside the checks and the other tiers at nice 19 (it takes the CPU they leave while they wait on the
-# operator), and the cluster tier waits for it; cached, it ends at once.
+# skips building those. Cold, the build runs beside the checks and the other tiers at nice 19 (it takes the CPU
+# they leave while they wait on the operator), and the cluster tier waits for it; cached, it ends at once.
 kube_log="$(mktemp)"
 nice -n 19 bash scripts/kube-binaries.sh >"$kube_log" 2>&1 &
 kube_build=$!
