@@ -2,8 +2,9 @@
 bound no policy can beat (bound.py), and for open loops a latency reference.
 
 Policies that decide like the operator come from POLICIES, a registry: each entry builds a controller from the
-deployment, the knobs and the curves. "specserve" is the operator's policy on the static (calibrated) curves; a
-policy on learned curves registers beside it and gets its own row."""
+deployment, the knobs and the curves. "learned" is the operator as it runs: the switching loop's learning round in
+front of its decide. "specserve" is the same policy held on the spec's curves (what learning adds or costs shows
+between the two rows)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ PolicyFactory = Callable[[Setup, Knobs, ModeCurves | None], Controller]
 
 
 def _specserve(setup: Setup, knobs: Knobs, curves: ModeCurves | None) -> Controller:
-    return SpecServePolicy(knobs, curves, setup.initial_mode, f"SpecServe {setup.strategy}")
+    return SpecServePolicy(knobs, curves, setup.initial_mode, f"SpecServe {setup.strategy} (spec's curves)")
 
 
-# role -> factory: every entry is simulated on every load (the learned-curve policy plugs in here)
+# role -> factory: every entry is simulated on every load
 POLICIES: dict[str, PolicyFactory] = {"specserve": _specserve, "learned": learned_policy}
 
 

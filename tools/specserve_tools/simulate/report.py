@@ -129,7 +129,8 @@ def write_plots(comparison: Comparison, out: Path, title: str) -> list[Path]:
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [s.name for s in comparison.rows()]
     gains = [(s.gain_captured or 0.0) * 100 for s in comparison.rows()]
-    ax.bar(range(len(names)), gains, color=["tab:green" if s.role == "specserve" else "tab:gray"
+    # green: the operator's own row (it learns its curves)
+    ax.bar(range(len(names)), gains, color=["tab:green" if s.role == "learned" else "tab:gray"
                                             for s in comparison.rows()])  # fmt: skip
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("gain captured (%)")
