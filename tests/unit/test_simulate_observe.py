@@ -10,9 +10,10 @@ from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
 from specserve.metrics.promql import Signal
 from specserve.policy.types import Sample
+from specserve_tools.emulator.engine import Mode as EngineMode
 from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate.baselines import Static
-from specserve_tools.simulate.cluster import Slo
+from specserve_tools.simulate.cluster import Pool, Replica, Slo
 from specserve_tools.simulate.observe import Prometheus
 from specserve_tools.simulate.run import Simulation
 from specserve_tools.simulate.setup import Load, Setup
@@ -106,3 +107,23 @@ def test_a_restart_setup_with_a_horizon_gives_the_policy_its_history() -> None:
         seen.clear()
         Simulation(setup_, load, controller).execute()
         assert seen and all(s.history is None for s in seen)
+
+
+def test_a_pool_that_idles_within_a_step_is_read_at_its_average_not_its_peak() -> None:
+    """Four requests of 10 tokens arrive at each 5 s step on a replica serving 10 tok/s per stream. They finish in
+    1 s and the pool idles for 4. A scrape at a random instant sees 0.8 running on average, and 8 tok/s is what the
+    curve gives at 0.8, so the reading lies on the curve. Read at the step's start, after the arrivals, it showed
+    4 running, where the curve gives 40 tok/s. The pool looked 80 % slower than it is, and learning believed it."""
+    pool = Pool("spec", PROFILE, [Replica(EngineMode.SPECULATIVE)], Slo(1000.0, 10.0))
+    prom = Prometheus({"spec": pool}, scrape_seconds=5.0, evaluation_seconds=5.0)
+    for k in range(40):
+        now = 5.0 * k
+        pool.arrive(now, 4.0, 40.0)
+        pool.admit(now)
+        prom.maybe_scrape(now)
+        pool.serve(now, 5.0)
+    signal = prom.sample(200.0, {"spec": True}).speculative
+    assert signal is not None and signal.running is not None and signal.tokens_per_second is not None
+    assert signal.running == pytest.approx(0.8, rel=0.02)
+    assert signal.tokens_per_second == pytest.approx(8.0, rel=0.02)
+    assert PROFILE.speculative.at(1.0) * signal.running == pytest.approx(signal.tokens_per_second, rel=0.02)

@@ -114,6 +114,9 @@ class Pool:
         self.s_good = 0.0  # tokens served so far to the requests now in the good class
         self.stats = Stats()
         self.last_tps = 0.0  # tokens/s served in the last step
+        # running requests x seconds served since the last scrape: a pool that finishes its requests within a step
+        # idles for the rest of it, and a scrape at a random instant sees the average (observe.Prometheus)
+        self.running_seconds = 0.0
         self.roll: deque[tuple[int, EngineMode, AdaptiveTable | None]] = deque()  # replicas still to restart
         self._serving_cache: tuple[int, list[tuple[int, Callable[[float, float], float]]]] | None = None
         self._serving_until = 0.0
@@ -250,6 +253,7 @@ class Pool:
         w = self.w_good + self.w_late
         served = min(total_tps * dt, w)
         used = served / total_tps if total_tps > 0 and served < total_tps * dt else dt
+        self.running_seconds += n * used
         self.stats.capacity_tokens += total_tps * (dt if account else used)
         if served <= 0:
             self.last_tps = 0.0

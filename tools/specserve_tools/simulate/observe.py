@@ -70,6 +70,7 @@ class Prometheus:
         self.queries: dict[Signal, Query] = {q.signal: q for q in grouped_queries(self.windows)}
         self.history_query_sets: dict[int, list[Query]] = {}  # by horizon: the PromQL is built once
         self.next_scrape = 0.0
+        self.last_scrape: dict[str, float] = {}  # by role: when it was last scraped (what _running averages over)
 
     def maybe_scrape(self, now: float) -> None:
         if now + 1e-9 < self.next_scrape:
@@ -78,6 +79,7 @@ class Prometheus:
         for role, pool in self.pools.items():
             modes = pool.modes(now)
             if not modes:
+                self.last_scrape.pop(role, None)  # the series starts afresh when a pod is Ready again
                 continue  # no Ready pod: no series
             steps: float | None = None
             accept: float | None = None
@@ -88,7 +90,23 @@ class Prometheus:
                 replica = next(r for r in ready if r.mode is not EngineMode.BASELINE)
                 steps = float(active_steps(pool.profile, replica.mode, replica.adaptive, batch))
                 accept = pool.profile.accept_at(now) if steps > 0 else 1.0
-            self._append(role, Scrape(now, pool.running, pool.queued, pool.stats.served_tokens, steps, accept))
+            self._append(role, Scrape(now, self._running(role, pool, now), pool.queued, pool.stats.served_tokens,
+                                      steps, accept))  # fmt: skip
+
+    def _running(self, role: str, pool: Pool, now: float) -> float:
+        """The running gauge as a scrape at a random instant since the previous one sees it on average: the
+        requests run over the seconds served, idle time included. The pool's running count now (after this
+        step's arrivals, before it serves them) is the peak of the step. A pool that finishes its requests
+        within the step, such as a fast pool fed a small weight, then idles. Read at the peak, it looked like a
+        pool serving 14-26 % below its curve. Learning took that at its word (suite seed 7 case 90:
+        the weights moved off the speculative pool, -51 % of the tokens). The first scrape has no interval
+        yet and reads the count."""
+        served, pool.running_seconds = pool.running_seconds, 0.0
+        previous = self.last_scrape.get(role)
+        self.last_scrape[role] = now
+        if previous is None or now <= previous:
+            return pool.running
+        return served / (now - previous)
 
     def _append(self, role: str, scrape: Scrape) -> None:
         series, times = self.series[role], self.times[role]
