@@ -81,10 +81,15 @@ def test_baseline_readings_come_first() -> None:
     assert scale is None
     scale, pending = confirm(pending, [(Mode.BASELINE, SCALE)])  # a plain reading drops the speculative ones
     assert scale is None and pending == ((Mode.BASELINE, SCALE),)
-    scale, pending = confirm(pending, [(Mode.SPECULATIVE, 80.0)] * 10)  # they do not count while it waits
-    assert scale is None and pending == ((Mode.BASELINE, SCALE),)
-    # a pool that never serves plain is given units from the speculative one
-    assert confirm((), [(Mode.SPECULATIVE, 80.0)] * AGREE)[0] == pytest.approx(80.0)
+    # in one round, both pools' readings agreeing: the baseline's confirm
+    both: list[Reading] = [(Mode.SPECULATIVE, 80.0), (Mode.BASELINE, SCALE)]
+    assert confirm((), both * AGREE)[0] == pytest.approx(SCALE)
+    # a pool that serves plain no longer (rolled into speculation) is given units from the speculative readings
+    # taken since
+    for _ in range(AGREE - 1):
+        scale, pending = confirm(pending, [(Mode.SPECULATIVE, 80.0)])
+        assert scale is None
+    assert confirm(pending, [(Mode.SPECULATIVE, 80.0)])[0] == pytest.approx(80.0)
 
 
 def test_until_confirmed_the_round_is_the_model_as_it_is_and_writes_nothing() -> None:

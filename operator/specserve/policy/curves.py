@@ -6,7 +6,7 @@ Two sources, in this order (docs/switching.md says what each lets the policy do)
 - `spec.switching.crossoverConcurrency` alone: a model built from the crossover only (`model_from_crossover`),
   in units of the baseline's single-stream rate. Its absolute numbers mean nothing; its ratios (which mode
   wins, by how much, what a restart costs against the regret) are what the policy uses, until the pools' own
-  readings give it units (`with_units`; policy.learning.confirm_units, docs/learning.md).
+  readings give it units (`with_units`; policy.units, docs/learning.md).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 (policy.learning.observations: tokens/s and requests in flight per Ready replica) divided by the model's rate at
 that concurrency is one reading of the scale. The scale is confirmed once, then fixed (docs/learning.md says why):
 - baseline readings first: the speculative model's level also carries the guessed speed-up and the accept length
-  of the moment; a round with a baseline reading drops the speculative readings waiting, and speculative readings
-  count only while no baseline reading waits (a pool that never serves plain is still given units);
+  of the moment; a round with a baseline reading drops the speculative readings waiting, and the baseline's are
+  weighed first. Speculative readings taken since the last baseline one confirm a scale too, so that a pool that
+  serves plain no longer (a split held at 100/0, Restart rolled into speculation) is still given units;
 - robust: the last WINDOW readings of one mode are kept, and the scale is confirmed when AGREE of them lie within
   SPREAD of their median, as that median: one wild or partial reading neither confirms nor moves it;
 - unknown is not zero: a pool with no reading of its tokens or requests gives no reading, and one that holds
@@ -41,21 +42,26 @@ def readings(curves: ModeCurves, seen: Iterable[Measurement]) -> tuple[Reading, 
 
 
 def confirm(pending: tuple[Reading, ...], new: Iterable[Reading]) -> tuple[float | None, tuple[Reading, ...]]:
-    """The scale if this round confirms one (else None), and the readings still waiting."""
+    """The scale if this round confirms one (else None), and the readings still waiting: the baseline's first, then
+    the speculative readings taken since the last baseline one."""
     new = tuple(new)
-    plain = tuple(r for r in new if r[0] is Mode.BASELINE)
-    if plain:
-        kept = tuple(r for r in pending if r[0] is Mode.BASELINE) + plain
-    elif any(r[0] is Mode.BASELINE for r in pending):
-        kept = pending
-    else:
-        kept = pending + new
-    kept = kept[-WINDOW:]
-    if len(kept) < AGREE:
-        return None, kept
-    values = [v for _, v in kept]
+    fresh_plain = tuple(r for r in new if r[0] is Mode.BASELINE)
+    plain = (*(r for r in pending if r[0] is Mode.BASELINE), *fresh_plain)[-WINDOW:]
+    spec: tuple[Reading, ...] = ()
+    if not fresh_plain:
+        spec = (*(r for r in pending if r[0] is Mode.SPECULATIVE), *(r for r in new if r[0] is Mode.SPECULATIVE))
+    spec = spec[-WINDOW:]
+    for group in (plain, spec):
+        scale = _agreed([v for _, v in group])
+        if scale is not None:
+            return scale, ()
+    return None, plain + spec
+
+
+def _agreed(values: list[float]) -> float | None:
+    """The median of the readings within SPREAD of the window's median, when AGREE of them are."""
+    if len(values) < AGREE:
+        return None
     middle = statistics.median(values)
     agree = [v for v in values if abs(v / middle - 1) <= SPREAD]
-    if len(agree) < AGREE:
-        return None, kept
-    return statistics.median(agree), ()
+    return statistics.median(agree) if len(agree) >= AGREE else None
