@@ -160,3 +160,37 @@ async def test_simulate_and_the_loop_decide_with_the_same_curves_round_by_round(
         assert policy.curves == curves
         moved = moved or curves != CURVES
     assert moved, "learning never moved the curves: the comparison says nothing"
+
+
+async def test_a_modelled_specserve_learns_once_its_pools_give_the_model_units(kimi_doc: dict[str, Any]) -> None:
+    """crossoverConcurrency alone: the loop decides with the model as it is until the pools' readings confirm a
+    scale, then writes status.learning (modelScale) and hands the policy curves with units."""
+    doc = copy.deepcopy(kimi_doc)
+    loop, recorder, clock, prom = loop_with(doc, None, demand=7.0)
+    tracked = loop.objects.named((NS, "kimi-k25"))
+    assert tracked is not None
+    switching = tracked.body["spec"]["switching"]
+    del switching["curves"]
+    switching["crossoverConcurrency"] = 24.0
+    tracked.observe({**tracked.body, "metadata": {**tracked.body["metadata"], "generation": 2}})
+
+    async def tokens(queries: Any) -> Any:
+        results = await FakePrometheus.read(prom, queries)
+        out = []
+        for r in results:  # the speculative pool serves 900 tok/s
+            throughput = r.query.signal in (Signal.TOKENS, Signal.GEN_THROUGHPUT)
+            values = {k: 900.0 if k.pool == "speculative" else 0.0 for k in r.values}
+            out.append(replace(r, values=values) if throughput else r)
+        return out
+
+    prom.read = tokens  # type: ignore[method-assign]
+    for i in range(12):
+        clock[0] = prom.now = T0 + 5 * i
+        every_round_due(loop)
+        await loop.run_round()
+    learned = tracked.body["status"].get("learning")
+    assert learned is not None and learned["modelScale"] > 0
+    first = recorder.calls[0][0]
+    assert first is not None and first.unitless  # relative units until the readings agree
+    last = recorder.calls[-1][0]
+    assert last is not None and not last.unitless and last.scale == pytest.approx(learned["modelScale"])

@@ -864,6 +864,12 @@ class LearningStatus(Model):
         default=None, description="The accept length the speculative evidence is normalised to."
     )
     accept_length: float | None = Field(default=None, description="The accept length last observed.")
+    model_scale: float | None = Field(
+        default=None,
+        gt=0,
+        description="Curves modelled on crossoverConcurrency only: the tokens/s per model unit (the baseline's "
+        "single-stream rate) the pools' readings gave the model; the calibrated column is the model times it.",
+    )
     last_drift: CurveDriftRecord | None = None
     crossover: LearnedCrossover = Field(default_factory=LearnedCrossover)
 

@@ -5,7 +5,8 @@ Two sources, in this order (docs/switching.md says what each lets the policy do)
   against its concurrency, per mode;
 - `spec.switching.crossoverConcurrency` alone: a model built from the crossover only (`model_from_crossover`),
   in units of the baseline's single-stream rate. Its absolute numbers mean nothing; its ratios (which mode
-  wins, by how much, what a restart costs against the regret) are what the policy uses.
+  wins, by how much, what a restart costs against the regret) are what the policy uses, until the pools' own
+  readings give it units (`with_units`; policy.units, docs/learning.md).
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ class ModeCurves:
     # spec.switching.calibratedAcceptLength: the accept length the speculative curve was measured at (None: not
     # given). Learning normalises the speculative evidence to it (policy.learning).
     accept_length: float | None = None
+    # Modelled curves only: the tokens/s per model unit the pools' readings gave them (with_units); None: unknown,
+    # the model is in relative units.
+    scale: float | None = None
+
+    @property
+    def unitless(self) -> bool:
+        """Modelled and not yet given units: a tokens/s or TPOT in seconds cannot be read off these curves."""
+        return self.modelled and self.scale is None
 
     def curve(self, mode: Mode) -> Curve:
         return self.speculative if mode is Mode.SPECULATIVE else self.baseline
@@ -94,6 +103,18 @@ def model_from_crossover(crossover_concurrency: float) -> ModeCurves:
         speculative=Curve.from_points([(x, base(x) * speedup(x)) for x in xs], "modelled speculative"),
         baseline=Curve.from_points([(x, base(x)) for x in xs], "modelled baseline"),
         modelled=True,
+    )
+
+
+def with_units(curves: ModeCurves, scale: float) -> ModeCurves:
+    """Modelled curves in tokens/s: every point times `scale` (tokens/s per model unit). The shape, and so every
+    ratio the policy used in relative units, is unchanged."""
+    return ModeCurves(
+        speculative=Curve.from_points([(x, y * scale) for x, y in curves.speculative.points()], "scaled speculative"),
+        baseline=Curve.from_points([(x, y * scale) for x, y in curves.baseline.points()], "scaled baseline"),
+        modelled=True,
+        accept_length=curves.accept_length,
+        scale=scale,
     )
 
 

@@ -89,6 +89,10 @@ class Learning:
     # Readings far from accept_recent, waiting for confirmation. Memory only (not in status): an operator restart
     # starts the confirmation again, a few evaluations.
     accept_pending: tuple[float, ...] = ()
+    # Curves modelled on the crossover (policy.units): the tokens/s per model unit once confirmed (in status), and
+    # the readings waiting to confirm it (memory only, as accept_pending). None: relative units, nothing learned.
+    scale: float | None = None
+    scale_pending: tuple[tuple[Mode, float], ...] = ()
 
     def of(self, mode: Mode) -> ModeLearning:
         return self.speculative if mode is Mode.SPECULATIVE else self.baseline
@@ -390,6 +394,7 @@ def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
         baseline=_curve(curves.baseline, learning.grid, base, "effective baseline"),
         modelled=curves.modelled,
         accept_length=curves.accept_length,
+        scale=curves.scale,
     )
 
 

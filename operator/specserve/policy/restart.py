@@ -116,8 +116,8 @@ def pool_rate(curves: ModeCurves, mode: Mode, demand: float, replicas: int) -> f
 
 def over_slo(curves: ModeCurves, mode: Mode, demand: float, replicas: int, slo: float | None) -> bool:
     """Whether `replicas` pods in `mode` sharing `demand` serve each request slower than the TPOT SLO (curves
-    modelled on the crossover have no units: never)."""
-    if slo is None or curves.modelled or replicas <= 0 or demand <= 0:
+    modelled on the crossover, until the pools' readings give them units: never)."""
+    if slo is None or curves.unitless or replicas <= 0 or demand <= 0:
         return False
     x = demand / replicas
     per_stream = curves.rate(mode, x) / x if x >= 1.0 else curves.rate(mode, 1.0)
@@ -147,7 +147,7 @@ def capacity(curves: ModeCurves, mode: Mode, slo: float | None = None) -> float:
     batch a replica serves more tokens, but every request on it is late (goodput counts whole requests)."""
     curve = curves.curve(mode)
     top = max(curve.ys)
-    if slo is None or curves.modelled or slo <= 0:
+    if slo is None or curves.unitless or slo <= 0:
         return top
 
     def meets(x: float) -> bool:

@@ -123,12 +123,16 @@ def relieves_overload(
 
 def objective(knobs: Knobs, curves: ModeCurves) -> Knobs:
     """The knobs the split is weighed with: curves modelled on the crossover are in relative units (the
-    baseline's single-stream rate is 1 token/s), so a TPOT SLO in seconds cannot be read off them (every pool
-    would miss it at every load and every weight would serve no goodput): they maximise tokens/s."""
-    return replace(knobs, tpot_slo=None) if curves.modelled and knobs.tpot_slo is not None else knobs
+    baseline's single-stream rate is 1 token/s) until the pools' readings give them units (curves.with_units), so
+    a TPOT SLO in seconds cannot be read off them (every pool would miss it at every load and every weight would
+    serve no goodput): they maximise tokens/s."""
+    return replace(knobs, tpot_slo=None) if curves.unitless and knobs.tpot_slo is not None else knobs
 
 
-UNITLESS_SLO = "tpotSloSeconds is not applied: curves modelled on crossoverConcurrency have no units (calibrate)"
+UNITLESS_SLO = (
+    "tpotSloSeconds is not applied: curves modelled on crossoverConcurrency have no units until the pools' "
+    "readings give them (or calibrate)"
+)
 
 
 def decide_traffic(knobs: Knobs, curves: ModeCurves, state: PolicyState, demand: float, sample: Sample) -> Step:

@@ -8,7 +8,7 @@ losing at most that much evidence (a few percent of the evidence half-life)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specserve.api import reasons
 from specserve.api.conditions import CURVE_DRIFT
@@ -25,7 +25,7 @@ from specserve.api.models import (
 )
 from specserve.clock import epoch
 from specserve.objects import Remembered
-from specserve.policy.curves import ModeCurves, crossover
+from specserve.policy.curves import ModeCurves, crossover, with_units
 from specserve.policy.drift import Cusum
 from specserve.policy.learning import (
     ACCEPT_OUTLIER,
@@ -44,6 +44,7 @@ from specserve.policy.learning import (
     start,
 )
 from specserve.policy.types import Sample
+from specserve.policy.units import confirm, readings
 from specserve.status import set_condition
 from specserve.switching.state import status_time
 
@@ -92,6 +93,7 @@ def to_status(curves: ModeCurves, learning: Learning, now: float) -> LearningSta
         baseline=_mode_out(curves, learning, Mode.BASELINE),
         accept_length_reference=learning.accept_reference,
         accept_length=learning.accept_recent,
+        model_scale=learning.scale,
         last_drift=CurveDriftRecord(mode=drift.mode, time=status_time(drift.time), shift=round(drift.shift, 4))
         if drift is not None
         else None,
@@ -108,8 +110,10 @@ def _mode_in(saved: LearnedMode) -> ModeLearning:
 
 
 def from_status(saved: LearningStatus | None, curves: ModeCurves) -> Learning:
-    """The learning status holds, when it was learned on these calibrated curves; else a fresh start."""
-    if saved is None:
+    """The learning status holds, when it was learned on these calibrated curves; else a fresh start. Curves
+    modelled on the crossover resume their scale too; learning saved for measured curves does not fit them, nor
+    the other way round."""
+    if saved is None or (saved.model_scale is not None) != curves.modelled:
         return start(curves)
     drift = saved.last_drift
     learning = Learning(
@@ -119,6 +123,7 @@ def from_status(saved: LearningStatus | None, curves: ModeCurves) -> Learning:
         updated=epoch(saved.last_update),
         accept_reference=saved.accept_length_reference,
         accept_recent=saved.accept_length,
+        scale=saved.model_scale,
         last_drift=Drift(drift.mode, epoch(drift.time), drift.shift) if drift is not None else None,
     )
     ok = fits(learning, curves) and len(saved.baseline.points) == len(learning.grid)
@@ -204,6 +209,8 @@ class Learned:
     write: LearningStatus | None  # None: status.learning stays as it is this round
 
     def apply(self, status: SpecServeStatus, generation: int | None, now: float) -> SpecServeStatus:
+        if self.curves.unitless:  # modelled curves waiting for their units: nothing learned, nothing to say
+            return status
         if self.write is not None:
             status = status.model_copy(update={"learning": self.write})
         return drift_condition(status, self.round.learning, generation, now)
@@ -222,7 +229,25 @@ def learning_round(
     """One SpecServe's learning round, from the previous state (memory, else status) and this round's sample to
     the curves the policy decides with: the switching loop's and simulate's learned policy's one path."""
     learning = resume_learning(memory, saved, curves)
-    done = learn(learning, curves, sample, strategy, settled, shared_gpus)
+    prior = curves
+    if curves.modelled:
+        learning = _units(learning, curves, sample, strategy, settled, shared_gpus)
+        if learning.scale is None:  # relative units until confirmed: the model as it is, nothing learned
+            return Learned(Round(learning, curves, ()), curves, None)
+        prior = with_units(curves, learning.scale)
+    done = learn(learning, prior, sample, strategy, settled, shared_gpus)
     now = sample.time
-    write = to_status(curves, done.learning, now) if worth_writing(saved, done.drifts, now, interval) else None
+    write = to_status(prior, done.learning, now) if worth_writing(saved, done.drifts, now, interval) else None
     return Learned(done, done.effective, write)
+
+
+def _units(
+    learning: Learning, curves: ModeCurves, sample: Sample, strategy: Strategy, settled: bool, shared_gpus: bool
+) -> Learning:
+    """Modelled curves: this round's readings of the scale (policy.units), from what learning would learn from (a
+    settled round with its load known), until one is confirmed; then it stays."""
+    if learning.scale is not None:
+        return learning
+    seen = observations(sample, strategy, shared_gpus) if settled and sample.demand is not None else ()
+    scale, pending = confirm(learning.scale_pending, readings(curves, seen))
+    return replace(learning, scale=scale, scale_pending=pending)

@@ -223,10 +223,10 @@ class SwitchingLoop:
         return done, learned
 
     def _learn(self, state: ObjectState, obj: SpecServe, got: Gathered, now: float) -> Learned | None:
-        """This round's live curves (policy.learning): measured calibrated curves only, the prior they learn
-        from (the crossover-only model has no absolute scale to compare tokens/s with)."""
+        """This round's live curves (policy.learning), learned from the calibrated curves, or from the crossover
+        model once the pools' readings have given it units (policy.units; until then it decides as it is)."""
         curves = self._curves_of(state, obj)
-        if curves is None or curves.modelled:
+        if curves is None:
             return None
         status = read_status(state.body)
         settled = got.reading.reason is None and converging(obj, status, got.pools) is None
