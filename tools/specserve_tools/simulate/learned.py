@@ -55,7 +55,7 @@ class LearnedPolicy(SpecServePolicy):
 def learned_policy(setup: Setup, knobs: Knobs, curves: ModeCurves | None) -> SpecServePolicy:
     """A simulate policy factory (role "learned"): the static policy where there are no curves (modelled ones learn
     once the pools' readings have given them units, as in the loop)."""
-    name = f"SpecServe learned {setup.strategy}"
+    name = f"SpecServe {setup.strategy} (learning: as the operator runs)"
     if curves is None:
         return SpecServePolicy(knobs, curves, setup.initial_mode, name)
     return LearnedPolicy(knobs, curves, setup.initial_mode, setup.strategy, name, setup.evaluation_seconds)
