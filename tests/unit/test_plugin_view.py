@@ -199,8 +199,18 @@ def test_explain_shows_the_learned_curves_and_the_forecast_trust(kimi_doc: dict[
     text = view.explain_text(view.explain_data(view.load(obj)))
     assert "crossover per replica 3.5 learned (not used: Adaptive renders from the calibrated curves)" in text
     assert "decided with" not in text
+    assert "units:" not in text  # measured curves: no model scale
     # Nothing learned yet: no section at all.
     assert view.explain_data(view.load(body(kimi_doc)))["learning"] is None
+
+
+def test_explain_shows_the_units_a_modelled_curve_was_given(kimi_doc: dict[str, Any]) -> None:
+    """Curves modelled on crossoverConcurrency learn a scale from the pools (policy.units): explain names it and
+    what would replace it."""
+    learning = {"lastUpdate": "2026-12-01T10:05:00Z", "modelScale": 43.9, "crossover": {"calibrated": 107.0}}
+    obj = body(kimi_doc, status={**STATUS, "learning": learning})
+    text = view.explain_text(view.explain_data(view.load(obj)))
+    assert "units: 43.9 tok/s per model unit, from the pools' readings" in text
 
 
 def test_a_curve_drift_is_not_fine_only_while_true() -> None:

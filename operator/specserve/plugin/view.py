@@ -368,6 +368,7 @@ def _learning(item: Loaded) -> JSON | None:
             "coverage": {"speculative": learned.speculative.coverage, "baseline": learned.baseline.coverage},
             "acceptLength": learned.accept_length,
             "acceptLengthReference": learned.accept_length_reference,
+            "modelScale": learned.model_scale,
             "lastDrift": learned.last_drift.model_dump(mode="json") if learned.last_drift else None,
         }
     return data
@@ -392,6 +393,11 @@ def _learning_lines(learning: JSON, strategy: str) -> list[str]:
             lines.append(
                 f"  accept length {learning['acceptLength']:.2f} (curves normalised to "
                 f"{learning['acceptLengthReference']:.2f})"
+            )
+        if learning.get("modelScale") is not None:
+            lines.append(
+                f"  units: {learning['modelScale']:.1f} tok/s per model unit, from the pools' readings (curves "
+                "modelled on crossoverConcurrency; calibrate to measure them)"
             )
         drift = learning["lastDrift"]
         if drift is not None:
