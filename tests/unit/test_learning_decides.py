@@ -114,6 +114,21 @@ def loop_with(doc: dict[str, Any], learning: Learning | None, demand: float) -> 
     return loop, recorder, clock, prom
 
 
+def serve_speculative(prom: FakePrometheus, tokens_per_second: float) -> None:
+    """The pools' throughput series read as the speculative pool serving `tokens_per_second`, the plain one nothing."""
+
+    async def tokens(queries: Any) -> Any:
+        results = await FakePrometheus.read(prom, queries)
+        out = []
+        for r in results:
+            throughput = r.query.signal in (Signal.TOKENS, Signal.GEN_THROUGHPUT)
+            values = {k: tokens_per_second if k.pool == "speculative" else 0.0 for k in r.values}
+            out.append(replace(r, values=values) if throughput else r)
+        return out
+
+    prom.read = tokens  # type: ignore[method-assign]
+
+
 async def test_the_loop_hands_the_policy_the_curves_status_says_it_decides_with(kimi_doc: dict[str, Any]) -> None:
     loop, recorder, clock, _ = loop_with(copy.deepcopy(kimi_doc), slowed(CURVES, 0.6, T0 - 5), demand=7.0)
     for i in range(3):
@@ -139,16 +154,7 @@ async def test_simulate_and_the_loop_decide_with_the_same_curves_round_by_round(
     loop, recorder, clock, prom = loop_with(copy.deepcopy(kimi_doc), None, demand=7.0)
     served = CURVES.speculative.at(7.0) * 0.5
 
-    async def tokens(queries: Any) -> Any:
-        results = await FakePrometheus.read(prom, queries)
-        out = []
-        for r in results:  # the speculative pool serves half its calibrated curve
-            throughput = r.query.signal in (Signal.TOKENS, Signal.GEN_THROUGHPUT)
-            values = {k: served if k.pool == "speculative" else 0.0 for k in r.values}
-            out.append(replace(r, values=values) if throughput else r)
-        return out
-
-    prom.read = tokens  # type: ignore[method-assign]
+    serve_speculative(prom, served)  # half its calibrated curve
     for i in range(60):
         clock[0] = prom.now = T0 + 5 * i
         every_round_due(loop)
@@ -174,16 +180,7 @@ async def test_a_modelled_specserve_learns_once_its_pools_give_the_model_units(k
     switching["crossoverConcurrency"] = 24.0
     tracked.observe({**tracked.body, "metadata": {**tracked.body["metadata"], "generation": 2}})
 
-    async def tokens(queries: Any) -> Any:
-        results = await FakePrometheus.read(prom, queries)
-        out = []
-        for r in results:  # the speculative pool serves 900 tok/s
-            throughput = r.query.signal in (Signal.TOKENS, Signal.GEN_THROUGHPUT)
-            values = {k: 900.0 if k.pool == "speculative" else 0.0 for k in r.values}
-            out.append(replace(r, values=values) if throughput else r)
-        return out
-
-    prom.read = tokens  # type: ignore[method-assign]
+    serve_speculative(prom, 900.0)
     for i in range(12):
         clock[0] = prom.now = T0 + 5 * i
         every_round_due(loop)
