@@ -11,7 +11,7 @@ Two sources, in this order (docs/switching.md says what each lets the policy do)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from specserve.api.curves import Curve, CurveError, crossings
@@ -109,11 +109,10 @@ def model_from_crossover(crossover_concurrency: float) -> ModeCurves:
 def with_units(curves: ModeCurves, scale: float) -> ModeCurves:
     """Modelled curves in tokens/s: every point times `scale` (tokens/s per model unit). The shape, and so every
     ratio the policy used in relative units, is unchanged."""
-    return ModeCurves(
+    return replace(
+        curves,
         speculative=Curve.from_points([(x, y * scale) for x, y in curves.speculative.points()], "scaled speculative"),
         baseline=Curve.from_points([(x, y * scale) for x, y in curves.baseline.points()], "scaled baseline"),
-        modelled=True,
-        accept_length=curves.accept_length,
         scale=scale,
     )
 
