@@ -642,6 +642,20 @@ async def run_policy(demo: Demo, api: DemoApi, policy: str, pin: dict[str, int] 
     }
 
 
+async def forget_learning(api: DemoApi, interval: float = SWITCHING["evaluationIntervalSeconds"]) -> dict[str, Any]:
+    """Each SpecServe run on fresh learning, as a user would start it over: status.learning removed (the loop then
+    starts from the calibrated curves, docs/learning.md). The static runs before it taught the curves and the
+    accept length their own traffic (the sixth session's machine A decided a whole run on an all-speculative
+    run's sampled accept length). Removed twice, two evaluations apart: a round that read status before the first
+    patch may write what it remembered once more. Returns what was removed (its lastUpdate and accept length)."""
+    before = (await read_status(api)).get("learning") or {}
+    for _ in range(2):
+        await api.patch_status(SPECSERVE, NAMESPACE, NAME, {"learning": None})
+        await asyncio.sleep(2 * interval)
+    return {"lastUpdate": before.get("lastUpdate"), "acceptLength": before.get("acceptLength"),
+            "crossover": before.get("crossover")}  # fmt: skip
+
+
 async def wait_ready(demo: Demo, api: DemoApi, timeout: float, pods: int = 2) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -876,6 +890,7 @@ async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res:
             obj["spec"]["switching"].update(switching)
             await api.patch(SPECSERVE, NAMESPACE, NAME, {"spec": {"switching": obj["spec"]["switching"]}})
             res.switching = switching
+        save(res, out)  # a run cut later keeps its calibration
     else:
         res.switching = {k: v for k, v in doc["spec"]["switching"].items() if k in CALIBRATED}
         res.calibration = {"from": str(args.curves)}
@@ -895,8 +910,11 @@ async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res:
             continue
         runs = sum(k.split("#")[0] == policy for k in res.policies)
         key = f"{policy}#{runs + 1}" if runs else policy  # a repeated policy: its second run is policy#2
+        forgot = await forget_learning(api) if policy == "specserve" and res.policies else None
         with step(f"policy {key}"):
             res.policies[key] = await run_policy(demo, api, policy, pins[policy], stages, model)
+            if forgot is not None:
+                res.policies[key]["forgot_learning"] = forgot
             demo.check()
         save(res, out)
     res.switching["final_status"] = await read_status(api)

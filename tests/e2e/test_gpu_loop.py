@@ -21,8 +21,8 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
     out = tmp_path / "out"
     env = {**os.environ, "FAKE_ENGINE": "h200-llama31-8b-ngram4-dummy"}
     argv = [sys.executable, str(LOOP), "--out", str(out), "--ramp-seconds", "16", "--peak", "64",
-            "--policies", "specserve,baseline", "--ready-timeout", "120", "--deadline", "400"]  # fmt: skip
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=480, check=False)
+            "--policies", "specserve,baseline,specserve", "--ready-timeout", "120", "--deadline", "400"]  # fmt: skip
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "loop.json").read_text())
     assert result["errors"] == [] and result["not_run"] == []
@@ -49,10 +49,16 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
     # and what the policy decided with, every 2 s (the accept length and its reference, the drift condition)
     rows = [row["learning"] for row in loop["timeline"] if row.get("learning")]
     assert any(r["lastEvaluation"] and r["curveDrift"] for r in rows), rows[-3:]
+    # a repeated SpecServe run starts on fresh learning: status.learning removed, the loop writes its fresh start
+    # at once (what it remembered would only have been written a persist period after its last write)
+    again = result["policies"]["specserve#2"]
+    forgot = again["forgot_learning"]["lastUpdate"]
+    first = next(row["learning"] for row in again["timeline"] if row.get("learning"))
+    assert forgot is not None and first["lastUpdate"] > forgot, (forgot, first)
     static = result["policies"]["baseline"]
     assert {row["weights"].get("speculative") for row in static["timeline"]} == {0}
     assert static["phases"]["all"]["served_by"] == {"baseline": static["phases"]["all"]["requests"]}
-    for policy in ("specserve", "baseline"):
+    for policy in ("specserve", "baseline", "specserve#2"):
         phases = result["policies"][policy]["phases"]
         assert phases["all"]["failed"] == 0 and phases["all"]["tokens"] > 0
         assert phases["ramp-peak"]["tpot_p50_ms"] is not None

@@ -15,7 +15,7 @@ import specserve.switching.loop as loop_module
 import specserve_tools.simulate.learned as simulate_learned
 from specserve.api.models import Mode, Strategy
 from specserve.metrics.promql import Signal
-from specserve.objects import Objects, ObjectState
+from specserve.objects import Objects, ObjectState, Remembered
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.learning import Learning, Point, effective, start
 from specserve.policy.types import Action, Knobs, PolicyState, Sample, Verdict
@@ -60,6 +60,19 @@ def test_no_evidence_or_adaptive_decides_with_the_calibrated_curves() -> None:
     saved = to_status(CURVES, slowed(CURVES, 0.6), T0)
     adaptive = learning_round(None, saved, CURVES, idle(T0 + 15), Strategy.ADAPTIVE, settled=True, interval=15.0)
     assert adaptive.curves == CURVES  # Adaptive re-renders from the calibrated curves (docs/learning.md)
+
+
+def test_removing_status_learning_starts_over_though_the_loop_remembers() -> None:
+    """`kubectl patch ... -p '{"status":{"learning":null}}'` (docs/learning.md): the loop's memory is of a status
+    that is gone, so the next round starts from the calibrated curves and says so in status at once."""
+    learned = slowed(CURVES, 0.6)
+    saved = to_status(CURVES, learned, T0)
+    memory = Remembered(learned, saved.last_update)
+    kept = learning_round(memory, saved, CURVES, idle(T0 + 15), Strategy.TRAFFIC_SPLIT, settled=True, interval=15.0)
+    assert kept.curves != CURVES  # memory still matches status: what was learned holds
+    again = learning_round(memory, None, CURVES, idle(T0 + 15), Strategy.TRAFFIC_SPLIT, settled=True, interval=15.0)
+    assert again.curves == CURVES
+    assert again.write is not None and again.write.last_update is not None
 
 
 @dataclass
