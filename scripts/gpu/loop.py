@@ -910,8 +910,8 @@ async def traffic_split(demo: Demo, api: DemoApi, launcher: SglangLauncher, res:
             continue
         runs = sum(k.split("#")[0] == policy for k in res.policies)
         key = f"{policy}#{runs + 1}" if runs else policy  # a repeated policy: its second run is policy#2
-        forgot = await forget_learning(api) if policy == "specserve" and res.policies else None
         with step(f"policy {key}"):
+            forgot = await forget_learning(api) if policy == "specserve" and res.policies else None
             res.policies[key] = await run_policy(demo, api, policy, pins[policy], stages, model)
             if forgot is not None:
                 res.policies[key]["forgot_learning"] = forgot
