@@ -12,13 +12,17 @@ import pytest
 from specserve.policy.forecast import (
     ERROR_HALF_LIFE,
     LAMBDA_MIN,
+    TREND_REACH_SECONDS,
     History,
     Ledger,
+    Trend,
     account,
     clipped,
     consistency,
+    follow,
     forecast,
     on_restart,
+    projected,
     relative_error,
     robustness,
     threshold,
@@ -191,3 +195,19 @@ def test_right_forecasts_bank_the_slack_and_approach_the_consistency_bound() -> 
     assert sum(a for a, _, _ in done) / sum(b for _, b, _ in done) < 1.6
     only_long = rent_seasons([(5 * COST, 5 * COST, LAMBDA_MIN)] * 10)
     assert all(a == pytest.approx(2 * COST, abs=1.0) for a, _, _ in only_long)
+
+
+def test_the_trend_follows_a_steady_rise_and_projects_it_within_its_reach() -> None:
+    """A demand rising 1 request per minute, read every 15 s, with its level noisy by +-2: after two hours the
+    slope is within 10 % of the truth. The projection follows it at most TREND_REACH_SECONDS ahead and never below
+    zero; without a reading there is no trend (the reading itself)."""
+    assert projected(Trend(), 7.0, 600.0) == 7.0
+    trend = Trend()
+    for i in range(480):
+        t = i * 15.0
+        trend = follow(trend, 10.0 + t / 60.0 + (2.0 if i % 2 else -2.0), t)
+    assert trend.slope == pytest.approx(1 / 60, rel=0.1)
+    assert follow(trend, 1.0, trend.at) == trend  # a reading at the same moment changes nothing
+    assert projected(trend, 100.0, 600.0) == pytest.approx(100.0 + 600.0 * trend.slope)
+    assert projected(trend, 100.0, 10 * TREND_REACH_SECONDS) == projected(trend, 100.0, TREND_REACH_SECONDS)
+    assert projected(Trend(level=5.0, slope=-1.0, at=0.0), 5.0, 600.0) == 0.0

@@ -175,11 +175,12 @@ def test_on_a_daily_cycle_the_forecast_captures_more_of_the_gain_than_the_reacti
     reactive = served(demands, False, forget=True)
     forecast = served(demands, True, forget=True)
     assert forecast > reactive > static
-    # measured: 1.7% more of the hindsight gain than the reactive rule (3.2% before the 2x ledger: from an empty bank
-    # the first early restarts are held back until short seasons and confirmed restarts have banked the slack)
-    assert (forecast - static) / (reactive - static) > 1.01
+    # measured: 1.1% more of the hindsight gain than the reactive rule (1.7% before rolls were priced at the demand
+    # they may run into, which both rules pay; 3.2% before the 2x ledger: from an empty bank the first early
+    # restarts are held back until short seasons and confirmed restarts have banked the slack)
+    assert (forecast - static) / (reactive - static) > 1.005
     # the demand's own regimes (no history; issue 29) do better still on this cycle: its regimes outlast the roll
-    # (measured 769.8 M tokens against the day/week forecast's 766.7 M; the forecast path is clipped to the 2x
+    # (measured 769.8 M tokens against the day/week forecast's 766.4 M; the forecast path is clipped to the 2x
     # ledger, the regimes' is not)
     assert served(demands, False) > served(demands, True) > reactive
 

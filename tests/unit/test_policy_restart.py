@@ -11,7 +11,7 @@ import pytest
 
 from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import ModeCurves
-from specserve.policy.forecast import Regimes, observe, remainder
+from specserve.policy.forecast import Regimes, Trend, observe, remainder
 from specserve.policy.knobs import knobs_from_spec
 from specserve.policy.restart import (
     DAY,
@@ -21,7 +21,9 @@ from specserve.policy.restart import (
     capacity,
     over_slo,
     pool_rate,
+    reach_of,
     regime_ahead,
+    remember_peak,
     restart_price,
     switch_cost,
 )
@@ -331,12 +333,86 @@ def test_a_regime_expected_to_end_before_the_roll_does_waits_for_twice_the_cost(
     than the 10-minute roll (5 pods x 120 s), so the restart waits for WAIT x the cost instead of the cost."""
     k = knobs(Strategy.RESTART, speculative_replicas=5, startup_seconds=120.0)
     r = Regimes(better=False, since=1000.0, lengths=((False, 300.0), (True, 5000.0), (False, 360.0)))
-    ahead = regime_ahead(k, Mode.SPECULATIVE, r, 1240.0, 1000.0)
+    ahead = regime_ahead(k, Mode.SPECULATIVE, r, 1240.0, 1000.0, 2.0, 100.0)
     assert ahead is not None and ahead.threshold == WAIT * 1000.0
-    assert "expected to stay so 90 s more, which does not outlast the 600 s roll" in ahead.why
+    assert "expected to stay so 90 s more: at 2 tok/s from half the 600 s roll on, the regret would reach 100" in (
+        ahead.why)  # fmt: skip
     # the same regime with long past ones is bought early; a regime of the current mode forecasts nothing
     long = replace(r, lengths=((False, 3000.0),))
-    assert regime_ahead(k, Mode.SPECULATIVE, long, 1240.0, 1000.0).threshold == EARLY * 1000.0  # type: ignore[union-attr]
-    assert regime_ahead(k, Mode.BASELINE, r, 1240.0, 1000.0) is None
+    assert regime_ahead(k, Mode.SPECULATIVE, long, 1240.0, 1000.0, 2.0, 100.0).threshold == EARLY * 1000.0  # type: ignore[union-attr]
+    assert regime_ahead(k, Mode.BASELINE, r, 1240.0, 1000.0, 2.0, 100.0) is None
     # a regime whose start was not seen (a new deployment, an operator restart) is unknown: the reactive rule
-    assert regime_ahead(k, Mode.SPECULATIVE, replace(r, since=None), 1240.0, 1000.0) is None
+    assert regime_ahead(k, Mode.SPECULATIVE, replace(r, since=None), 1240.0, 1000.0, 2.0, 100.0) is None
+
+
+def test_a_regime_that_outlasts_the_roll_but_cannot_repay_it_waits_for_twice_the_cost() -> None:
+    """Past baseline regimes lasted 50 minutes; this one is 4 minutes old, so 46 more are expected: longer than
+    the 10-minute roll. At 0.1 tok/s more from half the roll on (41 minutes), the regret would reach 100 + 246,
+    short of the cost of 1000: the roll is bought only at WAIT x the cost. At 1 tok/s it repays (2,560): EARLY."""
+    k = knobs(Strategy.RESTART, speculative_replicas=5, startup_seconds=120.0)
+    r = Regimes(better=False, since=1000.0, lengths=((False, 3000.0),))
+    small = regime_ahead(k, Mode.SPECULATIVE, r, 1240.0, 1000.0, 0.1, 100.0)
+    assert small is not None and small.threshold == WAIT * 1000.0
+    assert "the regret would reach 346, which does not repay the cost" in small.why
+    large = regime_ahead(k, Mode.SPECULATIVE, r, 1240.0, 1000.0, 1.0, 100.0)
+    assert large is not None and large.threshold == EARLY * 1000.0 and "2560, which repays the cost" in large.why
+
+
+def test_the_highest_demand_is_remembered_per_slice_of_the_last_roll() -> None:
+    """A 1600 s roll is remembered in 16 slices of 100 s, each its highest reading; older ones are dropped."""
+    peaks: tuple[tuple[float, float], ...] = ()
+    for t, d in ((0.0, 5.0), (50.0, 9.0), (99.0, 7.0), (100.0, 3.0), (1650.0, 4.0)):
+        peaks = remember_peak(peaks, t, d, 1600.0)
+        if t == 99.0:
+            assert peaks == ((0.0, 9.0),)
+    assert peaks == ((100.0, 3.0), (1650.0, 4.0))  # the slice from 0 s is older than the roll
+    assert reach_of(peaks, Trend(), 2.0, 1600.0) == 4.0
+    assert reach_of(peaks, Trend(level=2.0, slope=0.01, at=1650.0), 2.0, 1600.0) == 18.0  # where the trend goes
+
+
+def test_a_roll_is_priced_at_the_highest_demand_of_the_last_roll_so_a_square_wave_never_rolls_into_its_trough() -> None:
+    """A square wave: 10 minutes at 400 in flight (baseline better), 10 minutes at 100 (speculation better), on 4
+    replicas whose roll takes 20 minutes. A roll into speculation started in a trough runs into the next crest. At
+    100 in flight the other three pods absorb most of a restarting one's load (1.42 M tokens per roll), at 400 they
+    cannot (3.81 M): priced at the crest read within the last two rolls' time, no trough pays for it, and the pool stays
+    in baseline. Priced at the reading alone (the memory forgotten at every evaluation, as before issue 29's fifth
+    round), the first trough, a regime nothing says is short, rolled into speculation."""
+    k = knobs(Strategy.RESTART, speculative_replicas=4, startup_seconds=300.0)
+    roll, _ = restart_price(k, CURVES, Mode.BASELINE, 100.0, reach=400.0)
+    assert roll == pytest.approx(switch_cost(CURVES, Mode.BASELINE, 400.0, 4, 300.0, 0))
+    assert roll > 2.5 * switch_cost(CURVES, Mode.BASELINE, 100.0, 4, 300.0, 0)
+    demands = ([400.0] * 40 + [100.0] * 40) * 4
+
+    def restarts(forget: bool) -> list[int]:
+        state, out = initial_state(k, Mode.BASELINE, 0.0), []
+        for i, d in enumerate(demands):
+            v = decide(k, CURVES, state, sample(i * 15.0, d, ready_base=None, ready_spec=4))
+            state = replace(v.state, demand_peaks=(), trend=Trend()) if forget else v.state
+            if v.action is Action.RESTART:
+                out.append(i)
+        return out
+
+    assert restarts(False) == []
+    assert restarts(True) == [46]  # 105 s into the first trough
+
+
+def test_a_rising_demand_refuses_a_roll_whose_backlog_would_never_drain_where_the_trend_takes_it() -> None:
+    """One replica, a 900 s roll, the demand rising from 5 to 10 in flight over 30 minutes, speculation better all
+    the way (it saturates at 1000 tok/s from 10 in flight). At the reading a roll's backlog drains; where the trend
+    takes the demand by the roll's end (11.2 at 9.2), the arrivals come within DRAIN_MARGIN of what speculation can
+    serve: the roll is refused and the reason names the demand it was judged at. Without the trend it is not."""
+    curves = backlog_curves(950.0)
+    k = knobs(Strategy.RESTART, startup_seconds=900.0)
+    demands = [5.0 + 5.0 * i / 120 for i in range(121)]
+
+    def last(forget: bool) -> str:
+        state, reason = initial_state(k, Mode.BASELINE, 0.0), ""
+        for i, d in enumerate(demands):
+            v = decide(k, curves, state, sample(i * 15.0, d, ready_base=None, ready_spec=1))
+            assert v.action is Action.HOLD
+            state = replace(v.state, demand_peaks=(), trend=Trend()) if forget else v.state
+            reason = v.reason
+        return reason
+
+    assert "a backlog that never drains: 961 tok/s arrive at demand 12.2 (the highest the 900 s roll" in last(False)
+    assert "never drains" not in last(True)

@@ -108,28 +108,26 @@ def test_without_a_history_the_demands_own_regimes_pay_less_than_the_reactive_ru
     weeks, whose regimes outlast the roll, they pay far less than the reactive rule."""
     for trace in ("week", "week-adversarial"):
         own, reactive = ran(trace, False), ran(trace, False, False)
-        assert paid(own) < 1.4 * sum(e.optimum for e in own), trace  # measured 1.25 and 1.26
+        assert paid(own) < 1.4 * sum(e.optimum for e in own), trace  # measured 1.25 and 1.31
         assert paid(own) < 0.7 * paid(reactive), trace  # measured 0.63 and 0.63
-        assert max(e.ratio for e in own) <= robustness(EARLY) + overshoot(trace), trace  # measured 1.28 and 1.35
+        assert max(e.ratio for e in own) <= robustness(EARLY) + overshoot(trace), trace  # measured 1.28 and 1.98
 
 
 def test_a_worst_case_built_against_the_regimes_reaches_near_the_proven_5x() -> None:
-    """Built against the rule (illustrative curves, one replica, a 60 s roll): short baseline bumps, then a
-    baseline regime that the past bumps say outlasts the roll (they lasted 300 s, the roll 60 s) is bought early, at
-    EARLY x the cost, and ends right after. That episode costs near 1 + 1/EARLY = 5x its optimum (measured
-    4.55x: min(L, C) is the regret at the restart plus one interval's), the proven bound up to one evaluation
-    interval's overshoot; the run as a whole is past 2x too (measured 2.43x; 2.48x before young regimes counted as
-    long), where the reactive rule stays within 2x per episode. The price of the early purchase, named in
-    docs/switching.md."""
+    """Built against the rule (illustrative curves, one replica, a 60 s roll): a first baseline bump, a regime that
+    no past one says is short, is bought early, at EARLY x the cost, and ends right after (195 s). That episode
+    costs near 1 + 1/EARLY = 5x its optimum (measured 4.90x: min(L, C) is the regret at the restart plus one
+    interval's), the proven bound up to one evaluation interval's overshoot; the run as a whole is past 2x too
+    (measured 3.00x), where the reactive rule stays within 2x per episode. The price of the early purchase, named in
+    docs/switching.md. (Until issue 29's fifth round the construction was a third bump after two of 300 s, which the
+    past ones said outlasted the roll: 4.55x. Now a regime must repay the roll over its expected remainder to be
+    bought early, and the 300 s bumps' small advantage does not: that bump waits for WAIT x the cost.)"""
     curves = profile_curves(ILLUSTRATIVE)
     k = knobs(Strategy.RESTART)
-    d = [10.0] * 8
-    for _ in range(2):
-        d += [100.0] * 20 + [10.0] * 60
-    d += [100.0] * 14 + [10.0] * 60
+    d = [10.0] * 8 + [100.0] * 13 + [10.0] * 60
     eps = episodes(k, curves, d, Mode.SPECULATIVE, None)
     worst = max(e.ratio for e in eps)
-    assert 4.0 < worst <= robustness(EARLY) + 0.1  # one 15 s interval's overshoot: measured 4.55
-    assert 2.0 < paid(tuple(eps)) / sum(e.optimum for e in eps) < robustness(EARLY)  # measured 2.48
+    assert 4.0 < worst <= robustness(EARLY) + 0.1  # one 15 s interval's overshoot: measured 4.90
+    assert 2.0 < paid(tuple(eps)) / sum(e.optimum for e in eps) < robustness(EARLY)  # measured 3.00
     reactive = episodes(k, curves, d, Mode.SPECULATIVE, None, regimes=False)
     assert max(e.ratio for e in reactive) <= 2.05  # the reactive rule: 2x per episode

@@ -264,3 +264,41 @@ def remainder(regimes: Regimes, now: float) -> float | None:
     age = max(0.0, now - regimes.since)
     longer = [d - age for mode, d in regimes.lengths if mode == regimes.better and d > age]
     return sum(longer) / len(longer) if longer else math.inf
+
+
+# ---------------------------------------------------------------------------------------------- the demand's trend
+
+TREND_LEVEL_SECONDS = 120.0  # the level follows the readings with this time constant (they are smoothed already)
+TREND_SLOPE_SECONDS = 900.0  # the slope follows the level's moves with this one: a burst's edge barely moves it
+TREND_REACH_SECONDS = 1800.0  # the trend is followed at most this far ahead; beyond it the demand is held
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The demand's level and slope (Holt's linear exponential smoothing, for readings at any spacing): where the
+    demand is heading over a roll. In memory only, like the regimes."""
+
+    level: float | None = None  # requests in flight; None: nothing read yet
+    slope: float = 0.0  # requests in flight per second
+    at: float = 0.0  # the time of the last reading
+
+
+def follow(trend: Trend, demand: float, now: float) -> Trend:
+    """The trend after one more reading."""
+    if trend.level is None:
+        return Trend(demand, 0.0, now)
+    dt = now - trend.at
+    if dt <= 0.0:
+        return trend
+    guess = trend.level + trend.slope * dt
+    level = guess + (1.0 - math.exp(-dt / TREND_LEVEL_SECONDS)) * (demand - guess)
+    slope = trend.slope + (1.0 - math.exp(-dt / TREND_SLOPE_SECONDS)) * ((level - trend.level) / dt - trend.slope)
+    return Trend(level, slope, now)
+
+
+def projected(trend: Trend, demand: float, ahead: float) -> float:
+    """The demand `ahead` seconds from now: the reading moved along the slope (at most TREND_REACH_SECONDS of it),
+    never below zero. Without a trend, the reading."""
+    if trend.level is None:
+        return demand
+    return max(0.0, demand + trend.slope * min(max(ahead, 0.0), TREND_REACH_SECONDS))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from specserve.api.models import Action, Mode, PendingKind, Rule, Strategy, Weights
-from specserve.policy.forecast import History, Ledger, Regimes
+from specserve.policy.forecast import History, Ledger, Regimes, Trend
 
 # Action and PendingKind live in the API (status.history, status.switching.pending); the policy's modules import them
 # from here as well.
@@ -136,6 +136,11 @@ class PolicyState:
     forecast_ledger: Ledger = field(default_factory=Ledger)
     # Restart: which mode the demand favoured and for how long (policy.forecast); in memory only, not in status
     regimes: Regimes = field(default_factory=Regimes)
+    # Restart: the highest demand read per slice of the last two rolls' duration (policy.restart.remember_peak), as
+    # (slice start, requests in flight); in memory only, not in status
+    demand_peaks: tuple[tuple[float, float], ...] = ()
+    # Restart: the demand's level and slope (policy.forecast.Trend); in memory only, not in status
+    trend: Trend = field(default_factory=Trend)
     # TrafficSplit: the last requests in flight read (policy.closed_loop's noise); in memory only, not in status
     recent_demand: tuple[float, ...] = ()
     # TrafficSplit: the arrivals (tokens/s) estimated while a pool queues; None: no pool queues

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from specserve.api.models import Action, Mode
 from specserve.policy.curves import ModeCurves
 from specserve.policy.forecast import History, Regimes
-from specserve.policy.restart import other, pool_rate, switch_cost
+from specserve.policy.restart import other, pool_rate, reach_of, restart_price, roll_seconds
 from specserve.policy.switching import decide, initial_state
 from specserve.policy.types import Knobs, PoolSignal, Sample
 
@@ -113,7 +113,10 @@ def episodes(
         if current is not None:
             current.regret = regret
             current.peak = max(current.peak, regret)
-            current.cost = switch_cost(curves, mode, d, n, knobs.startup_seconds, knobs.max_surge)
+            # priced as the rule prices it: at the highest demand the roll may run into (policy.restart.reach_of)
+            memory = verdict.state
+            reach = reach_of(memory.demand_peaks, memory.trend, d, roll_seconds(knobs))
+            current.cost = restart_price(knobs, curves, mode, d, reach)[0]
             if verdict.action is Action.RESTART:
                 current.restart = t
                 current.paid = regret + current.cost
