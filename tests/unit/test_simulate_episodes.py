@@ -73,7 +73,7 @@ def test_premise_the_week_has_a_restart_into_each_mode_every_day() -> None:
 
 def test_where_the_history_tells_the_truth_the_forecast_pays_less_than_the_reactive_rule() -> None:
     reactive, forecast = paid(ran("week", False, False)), paid(ran("week", True))
-    assert forecast < 0.92 * reactive  # measured: 11% less (the first day has no history, Saturday follows Friday)
+    assert forecast < 0.92 * reactive  # measured: 16% less (the first day has no history, Saturday follows Friday)
     early = [e for e in ran("week", True) if e.restart is not None and e.ratio < 1.9]
     assert len(early) >= 8  # the weekdays after the first: restarted early, near 1 + lambda
 
@@ -83,7 +83,7 @@ def test_where_the_history_lies_the_rule_earns_no_trust_and_stays_within_2x_per_
     bound = 2.0 + overshoot("week-adversarial")
     assert max(e.ratio for e in forecast) <= bound
     assert max(e.ratio for e in forecast) < robustness(LAMBDA_MIN)
-    assert paid(forecast) <= paid(reactive) * 1.01  # no worse than ignoring the history (measured +0.25%)
+    assert paid(forecast) <= paid(reactive) * 1.01  # no worse than ignoring the history (measured -3.6%)
 
 
 def test_a_lie_after_days_of_truth_costs_one_episode_within_1_plus_1_over_lambda_and_the_run_stays_within_2x() -> None:
@@ -98,7 +98,7 @@ def test_a_lie_after_days_of_truth_costs_one_episode_within_1_plus_1_over_lambda
     first_lie = min((e for e in eps if e.start >= 4 * 86400), key=lambda e: e.start)
     assert 2.0 < first_lie.ratio <= robustness(LAMBDA_MIN) + overshoot("week")  # measured 2.44
     reactive = episodes(s.knobs, s.curves, lie, s.setup.initial_mode, None, regimes=False)
-    assert paid(tuple(eps)) / sum(e.optimum for e in eps) < 2.0  # measured 1.91 (reactive 2.00)
+    assert paid(tuple(eps)) / sum(e.optimum for e in eps) < 2.0  # measured 1.75 (reactive 2.00)
     assert paid(tuple(eps)) < paid(tuple(reactive))
 
 
@@ -109,7 +109,7 @@ def test_without_a_history_the_demands_own_regimes_pay_less_than_the_reactive_ru
     for trace in ("week", "week-adversarial"):
         own, reactive = ran(trace, False), ran(trace, False, False)
         assert paid(own) < 1.4 * sum(e.optimum for e in own), trace  # measured 1.25 and 1.31
-        assert paid(own) < 0.7 * paid(reactive), trace  # measured 0.63 and 0.63
+        assert paid(own) < 0.7 * paid(reactive), trace  # measured 0.64 and 0.66
         assert max(e.ratio for e in own) <= robustness(EARLY) + overshoot(trace), trace  # measured 1.28 and 1.98
 
 
