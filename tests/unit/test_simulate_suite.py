@@ -98,6 +98,18 @@ def test_a_few_seeded_cases_hold_the_floor() -> None:
     assert "| TrafficSplit | specserve | 1 |" in report
 
 
+def test_restart_days_with_nothing_to_gain_hold_the_floor() -> None:
+    """The CI floor for issue 29's fifth round (seed 7): two Restart days on which the replayed plan never
+    switches: a bursts day (7 replicas, an 80-minute roll) and an adversarial square wave (7 replicas, a 26-minute
+    roll). Priced at the demand read, the operator's row rolled into their troughs and ran into the next crest
+    (-14.9 % and -9.7 % of the best static's tokens, 2 and 6 restarts); priced at the demand a roll may run into
+    (policy.restart.reach_of) it stays, at the best static policy."""
+    for case in (run_case((7, i)) for i in (82, 148)):
+        assert case.strategy == "Restart" and (case.plan_gain or 0.0) < EASY and case.policies["plan"]["switches"] == 0
+        learned = case.policies["learned"]
+        assert learned["switches"] == 0 and abs(learned["vs_static"] or 0.0) < 1e-9, case.index
+
+
 def test_a_straddling_day_crosses_the_crossover_both_ways() -> None:
     crossing = 0
     for i in range(1, 60, 3):  # the Restart cases
