@@ -67,7 +67,7 @@ demand's trend (policy.forecast.Trend) takes it by the roll's end (`reach_of`); 
 drain there is refused as at the reading. And a regime is bought early only if it repays the roll: the regret so
 far plus the other mode's advantage now over the remainder left once half the roll is done reaches the cost
 (`regime_ahead`). Measured on the suite's development seeds (7, and 1 and 2 on straddling days), against the
-rule before: the operator's row lost 0.57 / 2.39 / 1.51 % of the best static's tokens on average instead of
+rule before: the operator's row lost 0.66 / 2.22 / 1.45 % of the best static's tokens on average instead of
 1.44 / 3.43 / 2.63 % (rolls into a square wave's trough, long rolls into a short diurnal trough, rolls into a
 mode whose capacity a rising open loop outgrew: docs/simulate.md). The thresholds, and so the bound, are as
 above, in tokens priced the same way."""
