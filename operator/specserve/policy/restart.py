@@ -375,9 +375,9 @@ def regime_ahead(
     roll = roll_seconds(knobs)
     # the pods serve in the target mode from their turn in the roll on: on average from half the roll
     expected = regret + gain * max(0.0, left - roll / 2) if math.isfinite(left) else math.inf
-    outlasts = expected >= cost
-    bar = EARLY * cost if outlasts else WAIT * cost
-    verdict = "repays" if outlasts else "does not repay"
+    repays = expected >= cost
+    bar = EARLY * cost if repays else WAIT * cost
+    verdict = "repays" if repays else "does not repay"
     expected_why = (
         f"is expected to stay so {left:.0f} s more: at {gain:.0f} tok/s from half the {roll:.0f} s roll on, the "
         f"regret would reach {expected:.0f}, which {verdict} the cost" if math.isfinite(left)
@@ -385,7 +385,7 @@ def regime_ahead(
     )  # fmt: skip
     why = (
         f"the demand's own regimes: {target} has been better for {now - regimes.since:.0f} s and {expected_why}: "
-        f"threshold {bar:.0f} ({EARLY if outlasts else WAIT:.2f}x the cost; within {1 + 1 / EARLY:.0f}x of the "
+        f"threshold {bar:.0f} ({EARLY if repays else WAIT:.2f}x the cost; within {1 + 1 / EARLY:.0f}x of the "
         "optimum whatever the demand does)"
     )
     return Ahead(None, bar, why)
@@ -436,7 +436,7 @@ def decide_restart(
     if f_oth <= f_cur:
         return hold(held, f"{load}; {current} serves at least as much: staying ({ledger})")
     if not queue.drains:
-        rises = reach > demand and queue.arrivals > pool_rate(curves, current, demand, n)
+        rises = reach > demand and queue.arrivals > f_cur  # judged where the roll may run into, not at the reading
         where = f" at demand {reach:.1f} (the highest the {span:.0f} s roll may run into)" if rises else ""
         return hold(
             held,

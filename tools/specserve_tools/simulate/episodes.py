@@ -114,8 +114,7 @@ def episodes(
             current.regret = regret
             current.peak = max(current.peak, regret)
             # priced as the rule prices it: at the highest demand the roll may run into (policy.restart.reach_of)
-            memory = verdict.state
-            reach = reach_of(memory.demand_peaks, memory.trend, d, roll_seconds(knobs))
+            reach = reach_of(verdict.state.demand_peaks, verdict.state.trend, d, roll_seconds(knobs))
             current.cost = restart_price(knobs, curves, mode, d, reach)[0]
             if verdict.action is Action.RESTART:
                 current.restart = t
