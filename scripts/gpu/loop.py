@@ -66,7 +66,11 @@ ENGINE_PORT = 30000
 MEMORY_TAKEN = r"KV Cache is allocated|Capture cuda graph begin"
 MEM_FRACTIONS = (0.40, 0.82)  # cumulative, in start order: SGLang's fraction is of the whole GPU
 TEMPERATURE_SAMPLED = 0.7
-MAX_TOKENS = 128
+MAX_TOKENS = 128  # the mean output of the live load's requests, and each of the calibration bench's
+# The live load draws each request's length from this range (mean MAX_TOKENS): with equal lengths the engine's
+# batch advances in lockstep, so the closed loop's requests complete in waves of up to 128 at once and a stage
+# counts a whole number of them (+-15 % between runs of identical routing; docs/real-engine.md, tenth session).
+LENGTHS = (64, 192)
 LENGTH_SPREAD = 0.5  # bench --length-spread of the sweep recorded beside the calibration
 TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
 POLICIES = ("specserve", "baseline", "speculative", "split")
@@ -308,6 +312,7 @@ class Request:
     tokens: int = 0
     server: str = ""
     error: str | None = None
+    max_tokens: int = MAX_TOKENS
 
     @property
     def tpot(self) -> float | None:
@@ -320,7 +325,7 @@ async def one_request(session: aiohttp.ClientSession, url: str, model: str, rec:
     body = {
         "model": model,
         "prompt": PROMPT,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": rec.max_tokens,
         "ignore_eos": True,
         "temperature": TEMPERATURE_SAMPLED if rec.sampled else 0.0,
         "stream": True,
@@ -360,6 +365,7 @@ async def run_schedule(
     wanted, in_flight)` each second. Requests in flight at the end finish and count."""
     records: list[Request] = []
     rng = random.Random(7)  # the same greedy/sampled sequence for every policy
+    lengths = random.Random(11)  # and the same lengths
     t0 = time.monotonic()
     total = sum(s.seconds for s in stages)
     peak = int(max(max(s.start, s.end) for s in stages))
@@ -375,7 +381,8 @@ async def run_schedule(
             if i >= round(wanted):
                 await asyncio.sleep(0.1)
                 continue
-            rec = Request(stage.name, rng.random() < stage.sampled, time.monotonic() - t0)
+            rec = Request(stage.name, rng.random() < stage.sampled, time.monotonic() - t0,
+                          max_tokens=lengths.randint(*LENGTHS))  # fmt: skip
             in_flight += 1
             try:
                 await one_request(session, url, model, rec)

@@ -55,6 +55,15 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
     forgot = again["forgot_learning"]["lastUpdate"]
     first = next(row["learning"] for row in again["timeline"] if row.get("learning"))
     assert forgot is not None and first["lastUpdate"] > forgot, (forgot, first)
+    # each request's length is drawn (64-192, mean 128), the same sequence in every run: equal lengths advance in
+    # lockstep in the engine's batch and complete in waves, which a stage counts whole (docs/real-engine.md)
+    for policy in ("specserve", "specserve#2"):
+        done = [r for r in result["policies"][policy]["requests"] if r["error"] is None]
+        assert all(r["tokens"] == r["max_tokens"] and 64 <= r["tokens"] <= 192 for r in done)
+        assert len({r["tokens"] for r in done}) > 10
+    drawn = [[r["max_tokens"] for r in sorted(result["policies"][p]["requests"], key=lambda r: r["start"])]
+             for p in ("specserve", "specserve#2")]  # fmt: skip
+    assert drawn[0][:50] == drawn[1][:50]
     static = result["policies"]["baseline"]
     assert {row["weights"].get("speculative") for row in static["timeline"]} == {0}
     assert static["phases"]["all"]["served_by"] == {"baseline": static["phases"]["all"]["requests"]}
