@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import bisect
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -50,6 +51,7 @@ from real_engine import set_flag  # the same recorded substitutions as the real-
 
 from specserve.kube.kinds import HTTPROUTE, POD, SPECSERVE
 from specserve_tools.bench.client import sse_objects
+from specserve_tools.bench.sweep import output_tokens
 from specserve_tools.demo import cluster
 from specserve_tools.demo.gateway import start_gateway
 from specserve_tools.demo.kubeapi import ApiError, DemoApi
@@ -67,11 +69,11 @@ MEMORY_TAKEN = r"KV Cache is allocated|Capture cuda graph begin"
 MEM_FRACTIONS = (0.40, 0.82)  # cumulative, in start order: SGLang's fraction is of the whole GPU
 TEMPERATURE_SAMPLED = 0.7
 MAX_TOKENS = 128  # the mean output of the live load's requests, and each of the calibration bench's
-# The live load draws each request's length from this range (mean MAX_TOKENS): with equal lengths the engine's
-# batch advances in lockstep, so the closed loop's requests complete in waves of up to 128 at once and a stage
-# counts a whole number of them (+-15 % between runs of identical routing; docs/real-engine.md, tenth session).
-LENGTHS = (64, 192)
-LENGTH_SPREAD = 0.5  # bench --length-spread of the sweep recorded beside the calibration
+# The live load's lengths spread +-this fraction around MAX_TOKENS (bench's output_tokens), as does the bench sweep
+# recorded beside the calibration: with equal lengths the engine's batch advances in lockstep, so the closed loop's
+# requests complete in waves of up to 128 at once and a stage counts a whole number of them (+-15 % between runs
+# of identical routing; docs/real-engine.md, tenth session).
+LENGTH_SPREAD = 0.5
 TPOT_SLO = 0.05  # goodput counts the tokens of requests whose TPOT met this (50 ms)
 POLICIES = ("specserve", "baseline", "speculative", "split")
 # What `specserve calibrate --write` sets and the loop carries between runs (--curves): the accept length the
@@ -365,7 +367,7 @@ async def run_schedule(
     wanted, in_flight)` each second. Requests in flight at the end finish and count."""
     records: list[Request] = []
     rng = random.Random(7)  # the same greedy/sampled sequence for every policy
-    lengths = random.Random(11)  # and the same lengths
+    issued = itertools.count()  # the n-th request's length is output_tokens(..., n): the same in every run
     t0 = time.monotonic()
     total = sum(s.seconds for s in stages)
     peak = int(max(max(s.start, s.end) for s in stages))
@@ -382,7 +384,7 @@ async def run_schedule(
                 await asyncio.sleep(0.1)
                 continue
             rec = Request(stage.name, rng.random() < stage.sampled, time.monotonic() - t0,
-                          max_tokens=lengths.randint(*LENGTHS))  # fmt: skip
+                          max_tokens=output_tokens(MAX_TOKENS, LENGTH_SPREAD, next(issued)))  # fmt: skip
             in_flight += 1
             try:
                 await one_request(session, url, model, rec)

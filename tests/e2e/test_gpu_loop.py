@@ -55,7 +55,7 @@ def test_the_loop_driver_runs_end_to_end_on_the_emulator(tmp_path: Path) -> None
     forgot = again["forgot_learning"]["lastUpdate"]
     first = next(row["learning"] for row in again["timeline"] if row.get("learning"))
     assert forgot is not None and first["lastUpdate"] > forgot, (forgot, first)
-    # each request's length is drawn (64-192, mean 128), the same sequence in every run: equal lengths advance in
+    # each request's length spread over 64-192 (mean 128), the same sequence in every run: equal lengths advance in
     # lockstep in the engine's batch and complete in waves, which a stage counts whole (docs/real-engine.md)
     for policy in ("specserve", "specserve#2"):
         done = [r for r in result["policies"][policy]["requests"] if r["error"] is None]
