@@ -26,14 +26,14 @@ from specserve_tools.emulator.testing import emulator_thread
 KEY = PoolKey("llm", "a", "speculative")
 
 
-def exposition(running: int, queued: int, tokens: float, steps: float = 3.0) -> str:
+def exposition(running: int, queued: int, tokens: float, steps: float = 3.0, accept: float = 2.5) -> str:
     return f"""# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge
 sglang:num_running_reqs{{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}} {running}
 # TYPE sglang:num_queue_reqs gauge
 sglang:num_queue_reqs{{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}} {queued}
 # TYPE sglang:spec_accept_length gauge
-sglang:spec_accept_length{{model_name="m"}} 2.5
+sglang:spec_accept_length{{model_name="m"}} {accept}
 # TYPE sglang:spec_num_steps gauge
 sglang:spec_num_steps{{model_name="m"}} {steps}
 # TYPE sglang:generation_tokens counter
@@ -105,6 +105,14 @@ def test_direct_smooths_gauges_and_rates_counters_over_the_window() -> None:
     assert second[Signal.TOKENS].values == {KEY: 50.0}  # 500 tokens in 10 s
     assert second[Signal.FRESHNESS].values == {KEY: 110.0}
     assert second[Signal.SPEC_STEPS].values == {KEY: 3.0}
+
+
+def test_direct_averages_the_accept_length_over_the_window_as_prometheus_does() -> None:
+    # One reading is about one batch: at one request in flight with half of them sampled it read 1.0 and 3.0 by
+    # turns on the H100; the last scrape alone would be either. The steps are a state: the last one.
+    _, second = two_reads(exposition(1, 0, 0, steps=3.0, accept=1.0), exposition(1, 0, 100, steps=0.0, accept=3.0))
+    assert second[Signal.ACCEPT_LENGTH].values == {KEY: 2.0}
+    assert second[Signal.SPEC_STEPS].values == {KEY: 0.0}
 
 
 def two_reads(first_page: str, second_page: str) -> tuple[dict[Signal, QueryResult], dict[Signal, QueryResult]]:

@@ -13,7 +13,7 @@ from specserve.api.curves import Curve
 from specserve.api.models import Mode, Strategy
 from specserve.policy.curves import ModeCurves, crossover
 from specserve.policy.learning import (
-    ACCEPT_CONFIRM,
+    ACCEPT_WINDOW,
     CONFIDENT,
     HALF_LIFE_SECONDS,
     SLEW_PER_HOUR,
@@ -145,7 +145,7 @@ def test_a_confirmed_accept_length_drop_moves_the_curve_the_policy_decides_with_
         seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0), accept_length=3.2)]
         learning = observe(learning, CALIBRATED, seen, t).learning
         t += 15.0
-    for _ in range(ACCEPT_CONFIRM):  # confirmed after ACCEPT_CONFIRM readings, 45 s
+    for _ in range(ACCEPT_WINDOW - 1):  # the trimmed mean of the window is all new readings after five, 75 s
         seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * 0.5, accept_length=1.6)]
         learning = observe(learning, CALIBRATED, seen, t).learning
         t += 15.0
@@ -161,7 +161,7 @@ def test_a_low_accept_length_relaxes_as_it_ages_while_no_speculative_pool_serves
     # low reading was never renewed, because only a pool that serves renews it.
     learning = start(CALIBRATED)
     t = 0.0
-    for accept in (3.0, 3.0, 3.0, 1.0, 1.0, 1.0):  # the reference, then a confirmed third of it
+    for accept in (3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0):  # the reference, then a third of it (the window's mean)
         seen = [Measurement(Mode.SPECULATIVE, 4.0, CALIBRATED.speculative.at(4.0) * accept / 3.0, accept)]
         learning = observe(learning, CALIBRATED, seen, t).learning
         t += 15.0

@@ -167,10 +167,11 @@ def aggregate(histories: Iterable[_History], now: float, windows: Windows) -> Po
         decode = [s.gen_throughput for _, s in smooth if s.gen_throughput is not None]
         if decode:
             gen = (gen or 0.0) + sum(decode) / len(decode)
+        accept = [s.accept_length for _, s in smooth if s.accept_length is not None]
+        if accept:  # averaged as the gauges are (Prometheus' avg_over_time): one reading is about one batch
+            accepts.append(sum(accept) / len(accept))
         last = smooth[-1][1]
-        if last.accept_length is not None:
-            accepts.append(last.accept_length)
-        if last.spec_steps is not None:
+        if last.spec_steps is not None:  # the steps active now
             steps.append(last.spec_steps)
         span = _window(history, now, windows.rate)
         (t0, first), (t1, final) = span[0], span[-1]

@@ -17,12 +17,14 @@ The model (docs/learning.md says why each choice):
   configuration tokens/s is proportional to the accepted tokens per step, so when the accept length moves the
   whole speculative curve (observed and unobserved concurrencies alike) is scaled by recent / reference at once.
   The reference is the accept length the curve was measured at (spec.switching.calibratedAcceptLength), else
-  the median of the first ACCEPT_CONFIRM readings that agree. A reading farther than ACCEPT_OUTLIER from the
-  accept length in use is held until ACCEPT_CONFIRM readings in a row agree on it (a broken scrape moves
-  nothing), and a round whose reading is held teaches nothing about the speculative curve.
+  the first one confirmed. The accept length in use is the trimmed mean of the last ACCEPT_WINDOW readings (the
+  lowest and highest dropped: a broken scrape moves nothing): the mean, because a mix of prompts reads as
+  alternating values (on the H100 at one request in flight, half of the requests sampled read 1.0 and 3.0 by
+  turns, and tokens/s follows the mean), and a round teaches the speculative curve only while the readings
+  agree (all but one within ACCEPT_OUTLIER of that mean) and its own reading does.
 - Drift (policy.drift): a CUSUM on the residuals at confident points; when it fires, that mode's evidence is
   forgotten (weights to zero) and learning starts again from the calibrated prior.
-- A confirmed accept length ages like the rest of the evidence: while no speculative pool is observed, the scale
+- The accept length in use ages like the rest of the evidence: while no speculative pool is observed, the scale
   the policy decides with relaxes towards the reference with HALF_LIFE_SECONDS (accept_in_use).
 - The policy decides with `effective`: the learned ratio only where confidence >= CONFIDENT, 1 elsewhere, and
   the ratio it uses moves at most SLEW_PER_HOUR (of the calibrated value) per hour: the bound on how far
@@ -50,8 +52,9 @@ CONFIDENT = 0.75  # w >= 3 x PRIOR_WEIGHT: six recent rounds of evidence at the 
 OUTLIER = 0.3
 SLEW_PER_HOUR = 0.25
 ACCEPT_SCALE_RANGE = (0.25, 2.0)  # a reading outside is a broken series, not a prompt mix
-ACCEPT_OUTLIER = 0.25  # relative distance from the accept length in use beyond which a reading waits
-ACCEPT_CONFIRM = 3  # readings in a row, within ACCEPT_OUTLIER of their median, that confirm a new accept length
+ACCEPT_OUTLIER = 0.25  # relative distance from the accept length in use within which readings agree
+ACCEPT_CONFIRM = 3  # readings that must agree before a first accept length is taken (the reference, if none given)
+ACCEPT_WINDOW = 6  # the recent readings the accept length in use is the trimmed mean of
 MAX_GRID = 12
 MIN_RUNNING = 0.5  # requests per replica below which a pool's tokens/s says nothing about its curve
 
@@ -84,13 +87,13 @@ class Learning:
     baseline: ModeLearning
     updated: float | None = None
     accept_reference: float | None = None  # the accept length speculative evidence is normalised to
-    accept_recent: float | None = None  # the confirmed accept length (held while no speculative pool serves)
+    accept_recent: float | None = None  # the accept length in use (held while no speculative pool serves)
     last_drift: Drift | None = None
-    # Readings far from accept_recent, waiting for confirmation. Memory only (not in status): an operator restart
-    # starts the confirmation again, a few evaluations.
-    accept_pending: tuple[float, ...] = ()
+    # The last ACCEPT_WINDOW readings accept_recent is made of. Memory only (not in status): after an operator
+    # restart accept_recent stands until ACCEPT_CONFIRM new readings are in, a few evaluations.
+    accept_readings: tuple[float, ...] = ()
     # Curves modelled on the crossover (policy.units): the tokens/s per model unit once confirmed (in status), and
-    # the readings waiting to confirm it (memory only, as accept_pending). None: relative units, nothing learned.
+    # the readings waiting to confirm it (memory only, as accept_readings). None: relative units, nothing learned.
     scale: float | None = None
     scale_pending: tuple[tuple[Mode, float], ...] = ()
 
@@ -140,7 +143,7 @@ def confidence(point: Point) -> float:
 
 
 def accept_scale(learning: Learning) -> float:
-    """The confirmed accept length over the reference: what speculative evidence is normalised by."""
+    """The accept length in use over the reference: what speculative evidence is normalised by."""
     if learning.accept_reference is None or learning.accept_recent is None or learning.accept_reference <= 0:
         return 1.0
     lo, hi = ACCEPT_SCALE_RANGE
@@ -148,13 +151,13 @@ def accept_scale(learning: Learning) -> float:
 
 
 def accept_in_use(learning: Learning) -> float:
-    """The accept scale the speculative curve is decided with: the confirmed one, relaxed towards the reference
-    (1) with HALF_LIFE_SECONDS since the speculative pools were last observed, as all evidence decays. A confirmed
-    accept length is renewed only while a speculative pool serves, and a low one sends the weights away from it:
+    """The accept scale the speculative curve is decided with: the one in use, relaxed towards the reference
+    (1) with HALF_LIFE_SECONDS since the speculative pools were last observed, as all evidence decays. The accept
+    length is renewed only while a speculative pool serves, and a low one sends the weights away from it:
     held for ever, one sampled half-hour kept every request on the plain pool whatever came after (on the H200, a
     greedy ramp right after a sampled one served all of it plain, NGRAM serving 2.7x at one in flight). Relaxed,
     the curve comes back to where the policy sends the pool traffic again, reads the accept length afresh, and
-    keeps or drops it on that reading."""
+    keeps or drops it on those readings."""
     scale = accept_scale(learning)
     seen, now = learning.speculative.last_observed, learning.updated
     if seen is None or now is None or now <= seen:
@@ -236,22 +239,36 @@ def _decay(learned: ModeLearning, factor: float) -> ModeLearning:
 
 
 def _accept(learning: Learning, seen: Iterable[Measurement]) -> tuple[Learning, bool]:
-    """This round's accept length (already a rate over the query window) if it is confirmed, and whether it is:
-    near the one in use, or the median of ACCEPT_CONFIRM readings in a row that agree (the first ones included).
-    Else it waits, and the one in use stands; so does the last one while no speculative pool serves."""
+    """This round's accept length (already a rate over the query window) joins the recent readings, and the accept
+    length in use becomes their trimmed mean; whether the round may teach the speculative curve: the readings agree
+    and so does this one. Too few readings yet (a start, an operator restart): the one in use stands, and a round
+    teaches if its reading agrees with it. No reading: the one in use stands (no speculative pool serves)."""
     values = [o.accept_length for o in seen if o.accept_length is not None and math.isfinite(o.accept_length)]
     values = [v for v in values if v > 0]
     if not values:
         return learning, True
     value = sum(values) / len(values)
+    readings = (*learning.accept_readings, value)[-ACCEPT_WINDOW:]
+    learning = replace(learning, accept_readings=readings)
     current = learning.accept_recent
-    if current is not None and abs(value / current - 1) <= ACCEPT_OUTLIER:
-        return replace(learning, accept_recent=value, accept_pending=()), True
-    pending = (*learning.accept_pending, value)[-ACCEPT_CONFIRM:]
-    middle = statistics.median(pending)
-    if len(pending) < ACCEPT_CONFIRM or any(abs(v / middle - 1) > ACCEPT_OUTLIER for v in pending):
-        return replace(learning, accept_pending=pending), False
-    return replace(learning, accept_recent=middle, accept_pending=()), True
+    if len(readings) < ACCEPT_CONFIRM:
+        return learning, current is not None and _agree(value, current)
+    middle = _trimmed_mean(readings)
+    agreeing = sum(_agree(v, middle) for v in readings)
+    settled = agreeing >= ACCEPT_CONFIRM and agreeing >= len(readings) - 1
+    if current is None and not settled:  # the first accept length (the reference, if the spec gives none) waits
+        return learning, False
+    return replace(learning, accept_recent=middle), settled and _agree(value, middle)
+
+
+def _agree(value: float, middle: float) -> bool:
+    return abs(value / middle - 1) <= ACCEPT_OUTLIER
+
+
+def _trimmed_mean(values: Sequence[float]) -> float:
+    """The mean without the lowest and the highest value (the median of three)."""
+    ordered = sorted(values)
+    return statistics.fmean(ordered[1:-1]) if len(ordered) >= 3 else statistics.fmean(ordered)
 
 
 def _reference(learning: Learning, curves: ModeCurves) -> Learning:
@@ -311,7 +328,7 @@ def _learn_one(learning: Learning, curves: ModeCurves, seen: Measurement) -> tup
 
 def _slew(learning: Learning, dt: float) -> Learning:
     """Moves the applied ratios towards the learned ones, bounded: learned throughput is noisy evidence. The accept
-    scale is not slewed (`effective` applies it at once): a confirmed accept length is measured directly, and on
+    scale is not slewed (`effective` applies it at once): the accept length is measured directly, and on
     the H200 a prompt-mix change halved it within a minute while the bound let the curve move 1 % (docs/learning.md)."""
     bound = SLEW_PER_HOUR * dt / 3600.0
     out = learning
@@ -336,15 +353,15 @@ def observe(learning: Learning, curves: ModeCurves, seen: Iterable[Measurement],
         speculative=_decay(learning.speculative, factor),
         baseline=_decay(learning.baseline, factor),
     )
-    learning, confirmed = _accept(learning, seen)
+    learning, teaches = _accept(learning, seen)
     learning = _reference(learning, curves)
-    if not confirmed:  # normalised to an accept length not confirmed: no speculative evidence this round
+    for mode in {o.mode for o in seen}:  # observed (the accept length in use is renewed) even where not taught
+        learning = learning.with_mode(mode, replace(learning.of(mode), last_observed=now))
+    if not teaches:  # readings that disagree: no speculative evidence this round
         seen = tuple(o for o in seen if o.mode is not Mode.SPECULATIVE or o.accept_length is None)
     drifts: list[Drift] = []
     for o in seen:
         learning, drift = _learn_one(learning, curves, o)
-        learned = learning.of(o.mode)
-        learning = learning.with_mode(o.mode, replace(learned, last_observed=now))
         if drift is not None:
             drifts.append(replace(drift, time=now))
     learning = _slew(learning, dt)
@@ -385,7 +402,7 @@ def _curve(base: Curve, grid: Sequence[float], ratios: Sequence[float], what: st
 
 def effective(curves: ModeCurves, learning: Learning) -> ModeCurves:
     """The curves the policy decides with: calibrated, scaled where learning is confident (slew-bounded), the
-    speculative curve also by the confirmed accept length's scale (at once; relaxed as it ages: accept_in_use)."""
+    speculative curve also by the accept length's scale (at once; relaxed as it ages: accept_in_use)."""
     scale = accept_in_use(learning)
     spec = [p.applied * scale for p in learning.speculative.points]
     base = [p.applied for p in learning.baseline.points]

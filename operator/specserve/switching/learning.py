@@ -153,10 +153,10 @@ def worth_writing(saved: LearningStatus | None, drifts: tuple[Drift, ...], now: 
 
 def drift_condition(status: SpecServeStatus, learning: Learning, generation: int | None, now: float) -> SpecServeStatus:
     """CurveDrift: True from a drift until the drifted mode's curve is confident somewhere again; True too while
-    the accept length in use (confirmed, relaxed as it ages) is more than ACCEPT_OUTLIER from the reference (the whole
-    speculative curve is scaled with it: a prompt-mix change, not a residual the drift test sees). The message
-    holds no live numbers, so that the condition is written on a transition only (the values are in
-    status.learning)."""
+    the accept length in use (the recent readings' mean, relaxed as it ages) is more than ACCEPT_OUTLIER from the
+    reference (the whole speculative curve is scaled with it: a prompt-mix change, not a residual the drift test
+    sees). The message holds no live numbers, so that the condition is written on a transition only (the values
+    are in status.learning)."""
     drift = learning.last_drift
     cond: tuple[ConditionStatus, str, str]
     relearning = drift is not None and coverage(learning, drift.mode) is None
