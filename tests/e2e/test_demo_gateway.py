@@ -11,7 +11,14 @@ import aiohttp
 from specserve.api.validation import parse_object
 from specserve.kube.kinds import HTTPROUTE
 from specserve.render import render
-from specserve_tools.demo.gateway import Endpoint, accepted, route_weights, server_weights, start_gateway
+from specserve_tools.demo.gateway import (
+    Endpoint,
+    accepted,
+    route_weights,
+    server_weights,
+    start_gateway,
+    weight_steps,
+)
 from specserve_tools.demo.kubeapi import DemoApi
 from specserve_tools.demo.kubelet import free_port
 from specserve_tools.demo.load import Record, stream
@@ -35,6 +42,23 @@ def test_server_weights_split_the_pool_weight_over_its_ready_pods() -> None:
     assert server_weights({"spec": 60, "base": 40}, eps) == {"s-1": 60, "s-2": 60, "b-1": 80}
     assert server_weights({"spec": 0, "base": 100}, eps) == {"s-1": 0, "s-2": 0, "b-1": 200}
     assert server_weights({}, eps) == {"s-1": 0, "s-2": 0, "b-1": 0}  # a pool the route does not name: no traffic
+
+
+def test_weight_steps_never_leave_every_server_at_zero() -> None:
+    # Each `set weight` applies on its own: a flip must raise the idle pool before it cuts the serving one.
+    for current, wanted in (
+        ({"b-1": 200, "s-1": 0}, {"b-1": 0, "s-1": 200}),
+        ({"s-1": 200, "b-1": 0}, {"s-1": 0, "b-1": 200}),
+        ({"s-1": 100, "s-2": 100, "b-1": 0}, {"s-1": 0, "s-2": 0, "b-1": 200}),
+        ({"s-1": 60, "b-1": 140}, {"s-1": 140, "b-1": 60}),
+    ):
+        steps = weight_steps(current, wanted)
+        state = dict(current)
+        for pod, weight in steps:
+            state[pod] = weight
+            assert sum(state.values()) > 0, (current, wanted, steps)
+        assert state == wanted
+    assert weight_steps({"s-1": 200}, {"s-1": 200}) == []  # nothing to change: no command
 
 
 def test_route_weights_read_the_backend_refs() -> None:

@@ -44,6 +44,14 @@ def server_weights(route_weights: Mapping[str, int], endpoints: list[Endpoint]) 
     return out
 
 
+def weight_steps(current: Mapping[str, int], wanted: Mapping[str, int]) -> list[tuple[str, int]]:
+    """The `set weight` commands that take HAProxy from `current` to `wanted`, raises first (pure): each command
+    applies on its own, and cutting the serving pool before raising the other left every server at weight 0 for an
+    instant, in which HAProxy answered 503 (one request of a flip in the emulator's loop test)."""
+    changed = [(pod, weight) for pod, weight in wanted.items() if current.get(pod) != weight]
+    return sorted(changed, key=lambda step: step[1] < current.get(step[0], 0))
+
+
 def route_weights(route: Mapping[str, object] | None) -> dict[str, int]:
     """Service name -> weight from an HTTPRoute's first rule (Gateway API default weight: 1)."""
     if not route:
@@ -181,11 +189,10 @@ class Gateway:
                 elif ep.pod in self.draining:
                     await self._check(f"enable server {BACKEND}/{ep.pod}")
                     self.draining.discard(ep.pod)
-            for pod, weight in wanted.items():
-                if self.weights.get(pod) != weight:
-                    await self._check(f"set weight {BACKEND}/{pod} {weight}")
-                    self.weights[pod] = weight
-                    self.changes += 1
+            for pod, weight in weight_steps(self.weights, wanted):
+                await self._check(f"set weight {BACKEND}/{pod} {weight}")
+                self.weights[pod] = weight
+                self.changes += 1
             for pod in set(self.servers) - set(wanted) - self.draining:
                 await self._check(f"disable server {BACKEND}/{pod}")  # in-flight requests finish
                 self.draining.add(pod)
