@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from specserve.api.validation import parse_object
+from specserve_tools.emulator.profile import Profile
 from specserve_tools.simulate import suite
 from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.compare import adaptive_configs, best_config, rank_key
@@ -57,6 +58,18 @@ def test_the_curves_cover_the_documented_ranges() -> None:
     assert all(1.0 <= d.accept_length <= 6.0 for d in drawn)
     never = [d for d in drawn if d.family == "never"]
     assert never and all(d.crossover is None for d in never)
+
+
+def test_without_the_real_sweeps_a_real_draw_is_a_shipped_shape_and_named_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sweeps live in docs/ (not in the wheel): a report that read `real:` over a shipped shape would mislabel.
+    def missing(spec_name: str, base_name: str) -> Profile:
+        raise FileNotFoundError(spec_name)
+
+    monkeypatch.setattr(suite, "_real_sweep", missing)
+    rng = random.Random(0)
+    drawn = [draw_curves(rng) for _ in range(400)]
+    assert not any(d.family.startswith("real:") for d in drawn)
+    assert {d.family.split(":")[0] for d in drawn} == {"parametric", "always", "never", "shape"}
 
 
 def test_the_days_cover_the_documented_kinds() -> None:
