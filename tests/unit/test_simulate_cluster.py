@@ -176,7 +176,7 @@ class _AllToBaseline:
 
     name = "all to baseline"
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         return Command(speculative_weight=100)
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:

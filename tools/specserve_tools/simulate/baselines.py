@@ -25,7 +25,7 @@ class Static:
     name: str
     mode: Mode
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         return _mode_command(setup, self.mode)
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:
@@ -37,7 +37,7 @@ class FixedSplit:
     name: str
     speculative_weight: int
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         return Command(speculative_weight=self.speculative_weight)
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:
@@ -54,7 +54,7 @@ class NaiveThreshold:
         self.crossover = crossover
         self.setup: Setup | None = None
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         self.setup = setup
         return _mode_command(setup, setup.initial_mode)
 
@@ -76,7 +76,7 @@ class Schedule:
     commands: Sequence[Command | None]
     k: int = 0
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         self.k = 0
         return self.first
 

@@ -35,10 +35,10 @@ class LearnedPolicy(SpecServePolicy):
     def learning(self) -> Learning | None:
         return self.memory.learning if self.memory is not None else None
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         self.memory, self.saved, self.interval = None, None, setup.evaluation_seconds
         self.curves = self.calibrated
-        return super().start(setup)
+        return super().start(setup, demand)
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:
         # As the loop (SwitchingLoop._learn): settled = no roll in flight; an unknown load teaches nothing.

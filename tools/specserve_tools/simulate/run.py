@@ -63,7 +63,7 @@ def build_pools(setup: Setup, first: Command) -> dict[str, Pool]:
 class Simulation:
     def __init__(self, setup: Setup, load: Load, controller: Controller) -> None:
         self.setup, self.load, self.controller = setup, load, controller
-        first = controller.start(setup)
+        first = controller.start(setup, load.concurrency[0] if load.closed_loop else None)
         self.pools = build_pools(setup, first)
         self.weight = (
             first.speculative_weight

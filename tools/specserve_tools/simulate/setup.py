@@ -46,8 +46,9 @@ class Command:
 class Controller(Protocol):
     name: str
 
-    def start(self, setup: Setup) -> Command:
-        """The configuration at time 0 (weights or mode)."""
+    def start(self, setup: Setup, demand: float | None) -> Command:
+        """The configuration at time 0 (weights or mode). `demand`: the requests in flight at time 0 (a closed
+        loop's clients, all arriving at once; None for an open loop, which starts empty)."""
         ...
 
     def decide(self, sample: Sample, converging: bool) -> Command | None:
