@@ -90,7 +90,7 @@ class Predictive:
         self.seen: list[float] = []
         self.setup: Setup | None = None
 
-    def start(self, setup: Setup) -> Command:
+    def start(self, setup: Setup, demand: float | None) -> Command:
         self.setup = setup
         return Command(speculative_weight=self.weight)
 
