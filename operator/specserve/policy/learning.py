@@ -266,9 +266,8 @@ def _agree(value: float, middle: float) -> bool:
 
 
 def _trimmed_mean(values: Sequence[float]) -> float:
-    """The mean without the lowest and the highest value (the median of three)."""
-    ordered = sorted(values)
-    return statistics.fmean(ordered[1:-1]) if len(ordered) >= 3 else statistics.fmean(ordered)
+    """The mean of three or more values without the lowest and the highest (the median of three)."""
+    return statistics.fmean(sorted(values)[1:-1])
 
 
 def _reference(learning: Learning, curves: ModeCurves) -> Learning:

@@ -179,11 +179,10 @@ def draw_curves(rng: random.Random) -> Drawn:
         return _stretched(f"shape:{name}", p.speculative, p.baseline, rng, p.accept_length)
     spec_name, base_name = rng.choice(REAL_SWEEPS)
     try:
-        p = _real_sweep(spec_name, base_name)
+        p, family = _real_sweep(spec_name, base_name), f"real:{spec_name}"
     except FileNotFoundError:  # the sweeps travel with the repository, not the wheel: a shipped shape, named so
-        p = load_profile(SHAPES[0])
-        return _stretched(f"shape:{SHAPES[0]}", p.speculative, p.baseline, rng, 2.5)
-    return _stretched(f"real:{spec_name}", p.speculative, p.baseline, rng, 2.5)
+        p, family = load_profile(SHAPES[0]), f"shape:{SHAPES[0]}"
+    return _stretched(family, p.speculative, p.baseline, rng, 2.5)
 
 
 def _ar1(rng: random.Random, n: int, sigma: float, phi: float) -> list[float]:
