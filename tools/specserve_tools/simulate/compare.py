@@ -17,6 +17,8 @@ from specserve.policy.curves import ModeCurves
 from specserve.policy.types import Knobs
 from specserve_tools.simulate.baselines import FixedSplit, NaiveThreshold, Static
 from specserve_tools.simulate.bound import upper_bound
+from specserve_tools.simulate.ceiling import HeldPlan
+from specserve_tools.simulate.ceiling import role as ceiling_role
 from specserve_tools.simulate.latency_bound import latency_reference
 from specserve_tools.simulate.learned import learned_policy
 from specserve_tools.simulate.optimum import best_fixed_weights, restart_optimum, split_optimum
@@ -86,7 +88,10 @@ def adaptive_configs(setup: Setup) -> list[Entry]:
     return out
 
 
-def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, configs: bool = False) -> list[Entry]:
+def entries(
+    setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, configs: bool = False,
+    ceilings: Sequence[float] = (),
+) -> list[Entry]:  # fmt: skip
     # Static modes of Adaptive run as plain engines (one pool), as in a Restart setup that never restarts.
     plain = replace(setup, strategy=Strategy.RESTART) if setup.strategy is Strategy.ADAPTIVE else setup
     out = [
@@ -110,7 +115,11 @@ def entries(setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, c
     if setup.strategy is Strategy.TRAFFIC_SPLIT:
         out.append(Entry("plan", setup, replace(split_optimum(setup, load), name="offline plan (replayed)")))
     elif setup.strategy is Strategy.RESTART:
-        out.append(Entry("plan", setup, replace(restart_optimum(setup, load), name="offline plan (replayed)")))
+        plan = restart_optimum(setup, load)
+        out.append(Entry("plan", setup, replace(plan, name="offline plan (replayed)")))
+        for share in ceilings:  # the plan without its foresight of when regimes begin (simulate.ceiling)
+            held = HeldPlan(replace(plan), share, name=f"offline plan, restarts held to {share:g}x the cost")
+            out.append(Entry(ceiling_role(share), setup, held))
     elif setup.strategy is Strategy.ADAPTIVE and configs:
         out += adaptive_configs(setup)
     return out
@@ -143,10 +152,12 @@ def rank_key(s: Summary, top_goodput: float) -> tuple[float, float, float]:
 
 
 def compare(
-    setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, jobs: int = 1, configs: bool = False
-) -> Comparison:
-    """`configs`: Adaptive also runs fixed configs around the crossover, the best of them as the plan's row."""
-    items = entries(setup, load, knobs, curves, configs)
+    setup: Setup, load: Load, knobs: Knobs, curves: ModeCurves | None, jobs: int = 1, configs: bool = False,
+    ceilings: Sequence[float] = (),
+) -> Comparison:  # fmt: skip
+    """`configs`: Adaptive also runs fixed configs around the crossover, the best of them as the plan's row.
+    `ceilings`: Restart also runs the plan with its restarts held to these shares of the cost (simulate.ceiling)."""
+    items = entries(setup, load, knobs, curves, configs, ceilings)
     done = run_all(items, load, jobs)
     runs = [run for run, _ in done]
     summaries = best_config([summary for _, summary in done])

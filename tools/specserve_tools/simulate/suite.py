@@ -51,11 +51,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from specserve.api.curves import Curve, crossings
 from specserve.api.validation import parse_object
 from specserve_tools.emulator.profile import Profile, load_profile, profile_from_bench
+from specserve_tools.simulate.ceiling import SHARES
+from specserve_tools.simulate.ceiling import role as ceiling_role
 from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.compare import compare
 from specserve_tools.simulate.scenario import DEFAULT_SLO_TTFT, DEFAULT_SPEC, scenario
@@ -350,12 +352,13 @@ def _never(drawn: Drawn) -> bool:
     return all(drawn.speculative.at(x) <= drawn.baseline.at(x) for x in xs)
 
 
-def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load) -> Case:
-    """Every policy the strategy calls for on the case's day (compare.compare), and what each captured."""
+def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load, ceilings: Sequence[float] = ()) -> Case:
+    """Every policy the strategy calls for on the case's day (compare.compare), and what each captured.
+    `ceilings`: Restart also scores the plan held to these shares of the cost (simulate.ceiling)."""
     started = time.monotonic()
     slo = Slo(ttft=DEFAULT_SLO_TTFT, tpot=case.tpot_slo)
     sc = scenario(parse_object(doc), profile, slo, dt=DT)
-    result = compare(sc.setup, load, sc.knobs, sc.curves, configs=True)
+    result = compare(sc.setup, load, sc.knobs, sc.curves, configs=True, ceilings=ceilings)
     rows = {s.role: s for s in result.summaries}
     best = next(s for s in result.summaries if s.name == result.best_static)
     bound = result.bound
@@ -384,17 +387,25 @@ def score(case: Case, profile: Profile, doc: dict[str, Any], load: Load) -> Case
     return case
 
 
-def run_case(args: tuple[int, int] | tuple[int, int, float | None] | tuple[int, int, float | None, bool]) -> Case:
-    """One case: (seed, index), or (seed, index, weightChangeCost[, straddle]) to score it under another cost
-    per weight change (TrafficSplit; None: the spec's default), on a straddling day (draw_case)."""
-    seed, index = args[0], args[1]
-    cost = args[2] if len(args) > 2 else None
-    straddle = bool(args[3]) if len(args) > 3 else False
-    case, profile, doc, load = draw_case(seed, index, straddle)
-    if cost is not None:
-        doc["spec"]["switching"]["weightChangeCost"] = cost
+class Job(NamedTuple):
+    """One case to run: `cost` scores it under another cost per weight change (TrafficSplit; None: the spec's
+    default), `straddle` on a straddling day (draw_case), `ceilings` with the plan's held rows (Restart)."""
+
+    seed: int
+    case: int  # its index in the seed's draws
+    cost: float | None = None
+    straddle: bool = False
+    ceilings: tuple[float, ...] = ()
+
+
+def run_case(args: tuple[int, int] | Job) -> Case:
+    """One case: (seed, index) or a Job."""
+    job = Job(*args)
+    case, profile, doc, load = draw_case(job.seed, job.case, job.straddle)
+    if job.cost is not None:
+        doc["spec"]["switching"]["weightChangeCost"] = job.cost
     try:
-        return score(case, profile, doc, load)
+        return score(case, profile, doc, load, job.ceilings)
     except Exception as exc:  # one bad case must not lose a run of hundreds: it is reported apart
         case.error = f"{type(exc).__name__}: {exc}"
         return case
@@ -408,12 +419,13 @@ def run_suite(
     strategy: str | None = None,
     cost: float | None = None,
     straddle: bool = False,
+    ceilings: tuple[float, ...] = (),
 ) -> list[Case]:
     """Cases first .. first + cases - 1 (with `strategy`, only those of that strategy among them)."""
     indices = range(first, first + cases)
     if strategy is not None:
         indices = range(first + (STRATEGIES.index(strategy) - first) % len(STRATEGIES), first + cases, len(STRATEGIES))
-    work = [(seed, i, cost, straddle) for i in indices]
+    work = [Job(seed, i, cost, straddle, ceilings) for i in indices]
     if jobs <= 1:
         return [run_case(w) for w in work]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -423,6 +435,7 @@ def run_suite(
 # ------------------------------------------------------------------------------------------------------ report
 
 POLICY_ROLES = ("specserve", "learned", "reactive", "naive", "plan")
+HELD_PREFIX = ceiling_role(0.0).split()[0]  # the held plans' rows (--ceiling), after these
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -456,7 +469,8 @@ def table(cases: Sequence[Case]) -> list[Row]:
     rows = []
     for strategy in STRATEGIES:
         mine = [c for c in cases if c.strategy == strategy]
-        roles = [r for r in POLICY_ROLES if any(r in c.policies for c in mine)]
+        held = sorted({r for c in mine for r in c.policies if r.startswith(HELD_PREFIX)})  # simulate.ceiling
+        roles = [r for r in (*POLICY_ROLES, *held) if any(r in c.policies for c in mine)]
         for role in roles:
             have = [c for c in mine if role in c.policies]
             judged = [c for c in have if (c.plan_gain or 0.0) >= EASY]
@@ -522,6 +536,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategy", choices=STRATEGIES, help="only the cases of this strategy")
     parser.add_argument("--weight-change-cost", type=float, help="TrafficSplit: score under this weightChangeCost")
     parser.add_argument("--straddle", action="store_true", help="days that cross the crossover (draw_case)")
+    parser.add_argument(
+        "--ceiling", action="store_true",
+        help=f"Restart: also the plan with its restarts held to {', '.join(f'{s:g}' for s in SHARES)}x the cost "
+        "(simulate.ceiling: what a rule without foresight can capture at best)",
+    )  # fmt: skip
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="report the cases of these --json files instead")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -529,7 +548,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = [c for f in args.merge for c in load_cases(Path(f))]
     else:
         cases = run_suite(
-            args.cases, args.seed, args.jobs, args.first, args.strategy, args.weight_change_cost, args.straddle
+            args.cases,
+            args.seed,
+            args.jobs,
+            args.first,
+            args.strategy,
+            args.weight_change_cost,
+            args.straddle,
+            SHARES if args.ceiling else (),
         )
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(c) for c in cases], indent=1))
