@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specserve.api.models import Mode, Strategy
@@ -42,6 +44,29 @@ def test_restart_never_for_a_blip_shorter_than_its_cost() -> None:
 def test_restart_back_into_speculation_when_low_load_returns() -> None:
     plan = restart_optimum(tiny_setup(Strategy.RESTART), closed([(1005, 2.0), (9990, 10.0), (9990, 2.0)]))
     assert [c.mode for _, c in commands(list(plan.commands))] == [Mode.BASELINE, Mode.SPECULATIVE]
+
+
+def test_restart_within_the_budget_keeps_the_restart_that_gains_most() -> None:
+    """maxRestartsPerDay binds the plan as it binds the operator. A rise for 9 990 s and a fall for 1 005 s pay two
+    restarts; with a budget of one the plan keeps the one into baseline (+10 tok/s for 9 990 s, where the fall back
+    loses about 20 tok/s for 1 005 s) and never restarts back; with none it stays. Without the budget the plan made
+    restarts no policy was allowed (issue 29: 5 on a day whose budget was 2)."""
+    trace = closed([(1005, 2.0), (9990, 10.0), (1005, 2.0)])
+    free = commands(list(restart_optimum(tiny_setup(Strategy.RESTART), trace).commands))
+    one = commands(list(restart_optimum(replace(tiny_setup(Strategy.RESTART), restart_budget=1), trace).commands))
+    none = commands(list(restart_optimum(replace(tiny_setup(Strategy.RESTART), restart_budget=0), trace).commands))
+    assert [c.mode for _, c in free] == [Mode.BASELINE, Mode.SPECULATIVE]
+    assert [c.mode for _, c in one] == [Mode.BASELINE] and one[0][0] == free[0][0]
+    assert none == []
+
+
+def test_the_budget_counts_per_day_of_the_load() -> None:
+    """Two days, each with a rise and a fall: a budget of two restarts a day allows all four."""
+    day = [(1005, 2.0), (40000, 10.0), (45395, 2.0)]
+    plan = restart_optimum(replace(tiny_setup(Strategy.RESTART), restart_budget=2), closed(day + day))
+    moves = commands(list(plan.commands))
+    assert [c.mode for _, c in moves] == [Mode.BASELINE, Mode.SPECULATIVE] * 2
+    assert moves[2][0] * 15 >= 86400
 
 
 def test_split_all_speculative_at_low_load_and_shared_at_high_load() -> None:

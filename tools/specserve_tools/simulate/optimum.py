@@ -7,7 +7,10 @@ objective (served tokens break ties):
   split of each interval independently: over 41 shares of the clients (closed loop) or 51 weights (open loop).
 - Restart: dynamic programming over (mode, interval). A switch rolls the pool one replica at a time, each
   serving nothing for the profile's start-up time (the same roll the simulation runs), and no other switch
-  starts before the roll ends.
+  starts before the roll ends. Within the restart budget (`maxRestartsPerDay`, Setup.restart_budget), counted
+  per day of the load from its start: the operator counts any 24 h, so every schedule it may run is one the
+  plan may too (until issue 29's seventh round the plan had no budget and made up to 5 restarts on a day whose
+  budget was 2: the reference gained what no policy was allowed to).
 The replay is what the report shows, so a policy is always measured against a schedule run through the same
 queues, observations and restarts; being a plan over the steady state, a lucky policy can beat it slightly."""
 
@@ -28,6 +31,7 @@ TIE = 1e-6  # served tokens' weight beside goodput in the objective: breaks ties
 SHARES = 40  # closed-loop split grid (clients on the speculative pool, in 1/40 of the demand)
 WEIGHT_STEP = 2  # open-loop split grid, in weight percentage points
 SLO_MARGIN = 0.9  # the TPOT SLO the plan aims under, as a fraction of the real one
+DAY = 86400.0  # Restart: the budget counts restarts per day of the load
 
 
 def interval_demand(load: Load, every: int) -> list[float]:
@@ -203,32 +207,64 @@ def restart_optimum(setup: Setup, load: Load) -> Schedule:
             i += 1
         return total, i
 
-    # best[k][m]: the objective from interval k to the end, starting it in mode m with no roll in progress
-    best = [[0.0, 0.0] for _ in range(k_total + 1)]
-    choice: list[list[int | None]] = [[None, None] for _ in range(k_total + 1)]  # None: stay; else roll's end
-    for k in range(k_total - 1, -1, -1):
-        for mi, mode in enumerate(modes):
-            stay = steady(mode, k) * span + best[k + 1][mi]
-            best[k][mi], choice[k][mi] = stay, None
-            if k == 0 or roll_seconds <= 0:
-                continue  # the first evaluation is at interval 1, as for every policy
-            other = 1 - mi
-            gained, ends = roll(k, modes[other])
-            switched = gained + best[ends][other]
-            if switched > stay * (1 + TIE) + TIE:
-                best[k][mi], choice[k][mi] = switched, ends
-    commands: list[Command | None] = [None] * k_total
-    mi = modes.index(setup.initial_mode)
-    k = 0
-    while k < k_total:
-        after = choice[k][mi]
-        if after is None:
-            k += 1
-            continue
-        mi = 1 - mi
-        commands[k] = Command(mode=modes[mi])
-        k = max(after, k + 1)
+    stays = [[steady(mode, k) * span for mode in modes] for k in range(k_total)]
+    rolls = {(k, mi): roll(k, modes[1 - mi]) for k in range(1, k_total) for mi in range(2)} if roll_seconds > 0 else {}
+    day = max(1, round(DAY / span))  # intervals per day of the load (the budget's window, from its start)
+    first = modes.index(setup.initial_mode)
+    moves = _best_moves(stays, rolls, first, day, None)
+    if setup.restart_budget is not None and max(_per_day(moves, day), default=0) > setup.restart_budget:
+        moves = _best_moves(stays, rolls, first, day, setup.restart_budget)
+    commands = [Command(mode=modes[m]) if m is not None else None for m in moves]
     return Schedule("offline optimum", Command(mode=setup.initial_mode), commands)
+
+
+def _best_moves(
+    stays: list[list[float]], rolls: dict[tuple[int, int], tuple[float, int]], first: int, day: int,
+    budget: int | None,
+) -> list[int | None]:  # fmt: skip
+    """Dynamic programming over (interval, mode, restarts made in the interval's day): per interval the mode a
+    restart rolls into (its index), or None. `stays[k][m]`: the objective of interval k served in mode m;
+    `rolls[(k, m)]`: a roll out of m started at k, its objective and the interval it ends in; at most `budget`
+    restarts in each `day` intervals (None: any number)."""
+    k_total, top = len(stays), 0 if budget is None else budget
+
+    def carried(k: int, later: int, used: int) -> int:
+        """The restarts counted at `later`: those of k's day, none in a new day (or without a budget)."""
+        return used if budget is not None and later // day == k // day else 0
+
+    # best[k][m][u]: the objective from interval k to the end, starting it in mode m with no roll in progress and
+    # u restarts made in k's day; choice: None to stay, else the roll's end
+    best = [[[0.0] * (top + 1) for _ in range(2)] for _ in range(k_total + 1)]
+    choice: list[list[list[int | None]]] = [[[None] * (top + 1) for _ in range(2)] for _ in range(k_total + 1)]
+    for k in range(k_total - 1, -1, -1):
+        for m in range(2):
+            for used in range(top + 1):
+                stay = stays[k][m] + best[k + 1][m][carried(k, k + 1, used)]
+                best[k][m][used], choice[k][m][used] = stay, None
+                if (k, m) not in rolls or (budget is not None and used >= budget):
+                    continue  # the first evaluation is at interval 1, as for every policy
+                gained, ends = rolls[(k, m)]
+                switched = gained + best[ends][1 - m][carried(k, ends, used + 1)]
+                if switched > stay * (1 + TIE) + TIE:
+                    best[k][m][used], choice[k][m][used] = switched, ends
+    moves: list[int | None] = [None] * k_total
+    m, used, k = first, 0, 0
+    while k < k_total:
+        after = choice[k][m][used]
+        if after is None:
+            used, k = carried(k, k + 1, used), k + 1
+            continue
+        m = 1 - m
+        moves[k] = m
+        later = max(after, k + 1)
+        used, k = carried(k, later, used + 1), later
+    return moves
+
+
+def _per_day(moves: list[int | None], day: int) -> list[int]:
+    """Restarts per day of the load (intervals of `day`)."""
+    counts = Counter(k // day for k, m in enumerate(moves) if m is not None)
+    return list(counts.values())
 
 
 def optimum_for(setup: Setup, load: Load) -> Callable[[], Schedule] | None:

@@ -32,6 +32,7 @@ class Setup:
     # Restart: the horizon (s, metrics.promql.horizon_of) of the demand history the simulated Prometheus answers,
     # as the live loop reads it (switching.gather.forecast_horizon); None: no history, the reactive rule
     forecast_horizon: int | None = None
+    restart_budget: int | None = None  # Restart: maxRestartsPerDay, which the offline plan keeps too; None: any
 
 
 @dataclass(frozen=True)
