@@ -69,6 +69,22 @@ def test_the_budget_counts_per_day_of_the_load() -> None:
     assert moves[2][0] * 15 >= 86400
 
 
+def test_restart_keeps_min_dwell_between_restarts() -> None:
+    """A 600 s rise pays a restart into baseline and one back (gain about 6 000 tokens, rolls about 3 900). With a
+    min dwell of 900 s the way back waits 300 s at low load in baseline (about 20 tok/s less): no longer worth it,
+    so the plan stays; with 300 s it is the free plan."""
+    trace = closed([(1005, 2.0), (600, 10.0), (9990, 2.0)])
+
+    def moves(dwell: float) -> list[tuple[int, Command]]:
+        setup = replace(tiny_setup(Strategy.RESTART), min_dwell=dwell)
+        return commands(list(restart_optimum(setup, trace).commands))
+
+    free = moves(0.0)
+    assert [c.mode for _, c in free] == [Mode.BASELINE, Mode.SPECULATIVE]
+    assert moves(300.0) == free
+    assert moves(900.0) == []
+
+
 def test_split_all_speculative_at_low_load_and_shared_at_high_load() -> None:
     s = tiny_setup(Strategy.TRAFFIC_SPLIT, 1, 1)
     planner = Planner(s, closed([(15, 2.0)]))

@@ -7,10 +7,10 @@ objective (served tokens break ties):
   split of each interval independently: over 41 shares of the clients (closed loop) or 51 weights (open loop).
 - Restart: dynamic programming over (mode, interval). A switch rolls the pool one replica at a time, each
   serving nothing for the profile's start-up time (the same roll the simulation runs), and no other switch
-  starts before the roll ends. Within the restart budget (`maxRestartsPerDay`, Setup.restart_budget), counted
-  per day of the load from its start: the operator counts any 24 h, so every schedule it may run is one the
-  plan may too (until issue 29's seventh round the plan had no budget and made up to 5 restarts on a day whose
-  budget was 2: the reference gained what no policy was allowed to).
+  starts before the roll ends or within `minDwellSeconds` of the last one's start (Setup.min_dwell). At most
+  `maxRestartsPerDay` restarts (Setup.restart_budget) per day of the load from its start: the operator counts any
+  24 h, so every schedule it may run is one the plan may too. Until issue 29's seventh round the plan kept
+  neither and made up to 5 restarts on a day whose budget was 2: the reference gained what no policy could.
 The replay is what the report shows, so a policy is always measured against a schedule run through the same
 queues, observations and restarts; being a plan over the steady state, a lucky policy can beat it slightly."""
 
@@ -208,7 +208,15 @@ def restart_optimum(setup: Setup, load: Load) -> Schedule:
         return total, i
 
     stays = [[steady(mode, k) * span for mode in modes] for k in range(k_total)]
-    rolls = {(k, mi): roll(k, modes[1 - mi]) for k in range(1, k_total) for mi in range(2)} if roll_seconds > 0 else {}
+    dwell = math.ceil(setup.min_dwell / span - 1e-9)  # intervals from a restart before the next may start
+
+    def dwelt(k: int, mi: int) -> tuple[float, int]:
+        """A roll out of mode index `mi` at k, and the new mode's serving until min dwell lets the next begin."""
+        gained, ends = roll(k, modes[1 - mi])
+        free = min(k_total, max(ends, k + dwell))
+        return gained + sum(stays[i][1 - mi] for i in range(ends, free)), free
+
+    rolls = {(k, mi): dwelt(k, mi) for k in range(1, k_total) for mi in range(2)} if roll_seconds > 0 else {}
     day = max(1, round(DAY / span))  # intervals per day of the load (the budget's window, from its start)
     first = modes.index(setup.initial_mode)
     moves = _best_moves(stays, rolls, first, day, None)

@@ -109,6 +109,7 @@ def scenario(obj: SpecServe, profile: Profile, slo: Slo, dt: float = 1.0, policy
         # the live loop's horizon (switching.gather.forecast_horizon), from the start-up the knobs simulate
         forecast_horizon=horizon_of(knobs.startup_seconds + knobs.min_dwell) if history else None,
         restart_budget=knobs.max_restarts_per_day if spec.strategy is Strategy.RESTART else None,
+        min_dwell=knobs.min_dwell if spec.strategy is Strategy.RESTART else 0.0,
     )
     if setup.speculative_replicas < 1 or (not single and setup.baseline_replicas < 1):
         notes.append("a pool with 0 replicas serves nothing: the comparison says little")

@@ -33,6 +33,7 @@ class Setup:
     # as the live loop reads it (switching.gather.forecast_horizon); None: no history, the reactive rule
     forecast_horizon: int | None = None
     restart_budget: int | None = None  # Restart: maxRestartsPerDay, which the offline plan keeps too; None: any
+    min_dwell: float = 0.0  # Restart: seconds from one restart before the next (minDwellSeconds), as the plan keeps
 
 
 @dataclass(frozen=True)
