@@ -4,6 +4,7 @@ it rolls into is the better one and the regret since then reaches a share of the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ from tests.unit.test_simulate_episodes import _scenario
 
 STEP = 15.0
 CROSSOVER = 64.0  # the illustrative profile's, per replica (one replica)
+_BACK_AND_FORTH = [Command(mode=Mode.BASELINE), None, Command(mode=Mode.SPECULATIVE)]  # the plan's, from eval 1
 
 
 def _setup() -> Setup:
@@ -77,6 +79,16 @@ def test_a_restart_the_plan_takes_back_is_never_made_and_unknown_demand_holds() 
         None,
         Command(mode=Mode.BASELINE),
     ]
+
+
+def test_a_held_restart_keeps_min_dwell_after_the_last() -> None:
+    """Holding brought two of the plan's restarts closer together than min dwell (the plan rolls into baseline at
+    15 s, held to 30 s, and back at 45 s): the second waits until 120 s after the first began."""
+    held = HeldPlan(Schedule("plan", Command(mode=Mode.SPECULATIVE), [None, *_BACK_AND_FORTH]), 0.0)
+    held.start(replace(_setup(), min_dwell=120.0), 10.0)
+    out = _walk(held, [40.0, 80.0, *[10.0] * 9])  # readings at 15, 30, ..., 165 s
+    assert out[1] == Command(mode=Mode.BASELINE)
+    assert out.index(Command(mode=Mode.SPECULATIVE)) == 9  # at 150 s
 
 
 def test_the_suite_reports_the_held_plans_beside_the_operator() -> None:

@@ -9,12 +9,13 @@ reaches a share of the roll's cost (EARLY = 0.25 for a regime it takes to be lon
 short), and that share is what bounds it per episode: 1 + 1 / share times what the offline optimum pays.
 
 `HeldPlan` keeps the plan's choice of regimes (clairvoyant: it never buys a regime that will not repay) and takes
-away its foresight of when they begin: a restart the plan makes is held until the target mode serves more on the
+away its foresight of when they begin. A restart the plan makes is held until the target mode serves more on the
 plant's true curves at the demand read and the regret since then (a CUSUM, floored at zero, as the rule's) reaches
-`share` x the roll's cost there (policy.restart.switch_cost, at the demand read). So with share = EARLY it is the
-best any rule with the operator's per-episode bound can do on a day, whatever it knows of the regimes' lengths and
-the curves; with share 0 it restarts at the crossing. `specserve-suite --ceiling` reports these rows beside the
-operator's (docs/simulate.md)."""
+`share` x the roll's cost there (policy.restart.switch_cost, at the demand read), and never within min dwell of the
+last restart (holding a restart never adds one, so the plan's budget holds too). With share = EARLY it is an
+optimistic reference for a rule with the operator's per-episode bound: one that buys only the regimes that repay,
+knows the curves and buys at the least regret the bound allows; with share 0 it restarts at the crossing.
+`specserve-suite --ceiling` reports these rows beside the operator's (docs/simulate.md)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,11 @@ class HeldPlan:
     wanted: Mode | None = None  # the plan's restart not made yet
     regret: float = 0.0  # tokens the wanted mode would have served more since it became the better one
     last: float | None = None
+    restarted: float | None = None  # when the last restart began (min dwell counts from it, as the operator's)
 
     def start(self, setup: Setup, demand: float | None) -> Command:
         self.setup, self.curves, self.wanted, self.regret, self.last = setup, plant(setup), None, 0.0, None
+        self.restarted = None
         first = self.plan.start(setup, demand)
         self.mode = first.mode or setup.initial_mode
         return first
@@ -77,7 +80,8 @@ class HeldPlan:
         cost = switch_cost(
             self.curves, self.mode, sample.demand, n, self.setup.profile.startup_seconds, 0, self.setup.slo.tpot
         )
-        if converging or gain <= 0 or self.regret < self.share * cost:
+        dwelling = self.restarted is not None and sample.time - self.restarted < self.setup.min_dwell
+        if converging or dwelling or gain <= 0 or self.regret < self.share * cost:
             return None
-        self.mode, self.wanted, self.regret = self.wanted, None, 0.0
+        self.mode, self.wanted, self.regret, self.restarted = self.wanted, None, 0.0, sample.time
         return Command(mode=self.mode)
