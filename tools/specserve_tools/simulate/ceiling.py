@@ -1,4 +1,4 @@
-"""What a Restart rule that does not see the future can capture at best (issue 29): the replayed offline plan,
+"""An optimistic reference for a Restart rule that does not see the future (issue 29): the replayed offline plan,
 with each of its restarts held until the mode it rolls into serves more at the demand read and the regret of
 staying since then reaches a share of the roll's cost.
 
@@ -28,11 +28,12 @@ from specserve.policy.types import Sample
 from specserve_tools.simulate.setup import Command, Controller, Setup
 
 SHARES = (0.0, 0.1, 0.25, 0.5)  # the shares of the roll's cost `--ceiling` holds the plan's restarts to
+PREFIX = "held"  # the held plans' row names start with it
 
 
 def role(share: float) -> str:
     """The suite's row name for a held plan (`held 0.25`)."""
-    return f"held {share:g}"
+    return f"{PREFIX} {share:g}"
 
 
 def plant(setup: Setup) -> ModeCurves:
@@ -67,7 +68,7 @@ class HeldPlan:
         assert self.setup is not None and self.curves is not None, "start() first"
         command = self.plan.decide(sample, converging)
         if command is not None and command.mode is not None:
-            self.wanted, self.regret = (command.mode, 0.0) if command.mode is not self.mode else (None, 0.0)
+            self.wanted, self.regret = (command.mode if command.mode is not self.mode else None), 0.0
         dt = 0.0 if self.last is None else max(0.0, sample.time - self.last)
         self.last = sample.time
         if self.wanted is None or sample.demand is None:

@@ -56,8 +56,8 @@ from typing import Any, NamedTuple
 from specserve.api.curves import Curve, crossings
 from specserve.api.validation import parse_object
 from specserve_tools.emulator.profile import Profile, load_profile, profile_from_bench
+from specserve_tools.simulate.ceiling import PREFIX as HELD_PREFIX
 from specserve_tools.simulate.ceiling import SHARES
-from specserve_tools.simulate.ceiling import role as ceiling_role
 from specserve_tools.simulate.cluster import Slo
 from specserve_tools.simulate.compare import compare
 from specserve_tools.simulate.scenario import DEFAULT_SLO_TTFT, DEFAULT_SPEC, scenario
@@ -435,7 +435,6 @@ def run_suite(
 # ------------------------------------------------------------------------------------------------------ report
 
 POLICY_ROLES = ("specserve", "learned", "reactive", "naive", "plan")
-HELD_PREFIX = ceiling_role(0.0).split()[0]  # the held plans' rows (--ceiling), after these
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -469,7 +468,7 @@ def table(cases: Sequence[Case]) -> list[Row]:
     rows = []
     for strategy in STRATEGIES:
         mine = [c for c in cases if c.strategy == strategy]
-        held = sorted({r for c in mine for r in c.policies if r.startswith(HELD_PREFIX)})  # simulate.ceiling
+        held = sorted({r for c in mine for r in c.policies if r.startswith(HELD_PREFIX)})  # --ceiling's, after these
         roles = [r for r in (*POLICY_ROLES, *held) if any(r in c.policies for c in mine)]
         for role in roles:
             have = [c for c in mine if role in c.policies]
@@ -539,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ceiling", action="store_true",
         help=f"Restart: also the plan with its restarts held to {', '.join(f'{s:g}' for s in SHARES)}x the cost "
-        "(simulate.ceiling: what a rule without foresight can capture at best)",
+        "(simulate.ceiling: an optimistic reference for a rule without foresight)",
     )  # fmt: skip
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="report the cases of these --json files instead")
     args = parser.parse_args(argv)
